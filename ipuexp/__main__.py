@@ -72,11 +72,11 @@ def main(argv: Optional[List[str]] = None) -> None:
 def _hydra_entry(argv: List[str]) -> None:
     import hydra
 
-    from ipuexp.config.store import CONF_DIR, register
+    from ipuexp.config.store import CONF_PATH, register
 
     register()
 
-    @hydra.main(version_base=None, config_path=str(CONF_DIR), config_name="config")
+    @hydra.main(version_base=None, config_path=CONF_PATH, config_name="config")
     def _job(cfg):
         from ipuexp.app import run_job
 

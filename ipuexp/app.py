@@ -85,6 +85,11 @@ def run_job(cfg: DictConfig, out_dir: str | Path = ".") -> Optional[Result]:
         log.info("skipped: this configuration already has a FINISHED run in MLflow (tracking.skip_completed=true)")
         return None
     exp = OmegaConf.to_object(cfg)
+    if exp.data.dataset == "mnist" or exp.data.path is not None:
+        from ipuexp.config.validate import resolve_path
+
+        # Absolute before any worker starts: Ray actors run in other folders, without Hydra's launch directory.
+        exp.data.path = str(resolve_path(exp.data.path))
     out = Path(out_dir)
     with track_job(cfg) as run:
         charts = _wants_charts(exp)

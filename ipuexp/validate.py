@@ -1,9 +1,9 @@
 """``python -m ipuexp.validate``: predicted vs published throughput for every calibration row.
 
-Each row of ``shared/calibration/published-throughput.csv`` is run through its recipe (``recipes/calib_<id>.yaml``)
-and the analytic engine. The command prints predicted and published samples per second, the error in percent,
+Each row of the calibration table shipped with ipuexp (``ipuexp/calibration``) is run through its configuration
+(``ipuexp/calibration/runs/<id>.yaml``) and the analytic engine. The command prints predicted and published samples per second, the error in percent,
 the leave-one-out prediction (constants refitted without the row), the mean absolute percentage error, and exits
-1 when the MAPE or the worst row exceeds the thresholds in ``conf/validate.yaml``.
+1 when the MAPE or the worst row exceeds the thresholds in ``ipuexp/calibration/validate.yaml``.
 
 ``--fit`` refits the constants named in ``FITTED`` (least squares on the log error, ``scipy.optimize``) and prints
 the ``calibration:`` block for every generation; ``--write`` also puts it into ``conf/ipu/<gen>.yaml``.
@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ipuexp.config.store import CONF_DIR, RECIPES_DIR, ROOT
+from ipuexp.calibration import CALIBRATION_DIR, Row, compose_run, load_rows
+from ipuexp.config.store import CONF_DIR
 
 FITTED: Dict[str, Tuple[float, float]] = {
     "amp_efficiency": (0.05, 1.0),
@@ -34,8 +35,9 @@ GENERATIONS = ("mk1", "mk2", "bow")
 class ValidateConfig:
     """Settings of the validation command (``conf/validate.yaml``)."""
 
-    csv: str = "../shared/calibration/published-throughput.csv"
-    """Calibration table, relative to the project root (or absolute)."""
+    csv: Optional[str] = None
+    """Calibration table (default: the one shipped with ipuexp); a relative path is taken from the current
+    directory."""
     mape_threshold: float = 10.0
     """Exit 1 when the mean absolute percentage error exceeds this (percent)."""
     max_row_error: float = 20.0
@@ -44,14 +46,6 @@ class ValidateConfig:
     """Also refit without each row and predict it."""
     cache_dir: Optional[str] = None
     """Graph capture cache (default: the engine's)."""
-
-
-@dataclass
-class Row:
-    id: str
-    ipu: str
-    published: float
-    """Published samples per second."""
 
 
 @dataclass
@@ -103,29 +97,10 @@ def load_config(path: Optional[Path] = None) -> ValidateConfig:
     from omegaconf import OmegaConf
 
     base = OmegaConf.structured(ValidateConfig)
-    path = path or CONF_DIR / "validate.yaml"
+    path = path or CALIBRATION_DIR / "validate.yaml"
     if path.exists():
         base = OmegaConf.merge(base, OmegaConf.load(path))
     return OmegaConf.to_object(base)
-
-
-def load_rows(path: Path) -> List[Row]:
-    with open(path, newline="") as f:
-        return [Row(r["id"], r["ipu"], float(r["throughput_samples_per_s"])) for r in csv.DictReader(f)]
-
-
-def compose(recipe: str, overrides: Sequence[str] = ()) -> Any:
-    """The validated ExperimentConfig object of a recipe, composed as the command line does."""
-    from ipuexp.config.compose import load_experiment
-
-    return load_experiment(f"+recipe={recipe}", *overrides)
-
-
-def recipe_for(row: Row) -> str:
-    name = f"calib_{row.id}"
-    if not (RECIPES_DIR / f"{name}.yaml").exists():
-        raise FileNotFoundError(f"calibration row {row.id!r} has no recipe: expected recipes/{name}.yaml")
-    return name
 
 
 def prepare(rows: Sequence[Row], cache_dir: Optional[str] = None) -> List[Case]:
@@ -134,7 +109,7 @@ def prepare(rows: Sequence[Row], cache_dir: Optional[str] = None) -> List[Case]:
 
     cases = []
     for row in rows:
-        exp = compose(recipe_for(row))
+        exp = compose_run(row.id)
         graph = capture(exp.model, exp.data.micro_batch_size, cache_dir=cache_dir or exp.engine.cache_dir)
         pipe = exp.options.pipeline
         cases.append(Case(row, exp, graph, assign_stages(graph.blocks, pipe.layers_per_ipu, pipe.device_mapping)))
@@ -174,8 +149,7 @@ def _rounded(constants: Dict[str, float]) -> Dict[str, float]:
 
 
 def run(cfg: ValidateConfig, refit: bool = False) -> Report:
-    path = Path(cfg.csv)
-    rows = load_rows(path if path.is_absolute() else ROOT / path)
+    rows = load_rows(Path(cfg.csv).expanduser().resolve() if cfg.csv else None)
     cases = prepare(rows, cfg.cache_dir)
     configured = {n: float(cases[0].exp.ipu.calibration[n]) for n in FITTED}
     constants = _rounded(fit(cases, configured)) if refit else configured
@@ -240,7 +214,7 @@ def calibration_block(report: Report, generation: str, priors: Dict[str, Any], r
         "calibration:",
         "  # Constants of the cycle model (ipuexp/engine/hardware.py Calibration). Fitted values come from",
         "  # `python -m ipuexp.validate --fit`: scipy.optimize.least_squares on log(predicted / published) over the",
-        "  # rows of shared/calibration/published-throughput.csv, log-parameterised within physical bounds",
+        "  # rows of the calibration table (ipuexp/calibration/published-throughput.csv), log-parameterised within physical bounds",
         "  # (ipuexp/validate.py FITTED). They are counted in cycles and shared by Mk2 and Bow: the same GC200 tile",
         "  # design (tiles, SRAM, AMP and exchange per cycle) at different clocks (graphcore-facts.md 3.1), so one",
         "  # fit over the Mk2 and Bow rows serves both generations.",

@@ -13,14 +13,14 @@ def compose_config(overrides: Iterable[str] = (), return_hydra_config: bool = Fa
 
     ``return_hydra_config`` keeps the ``hydra`` node (launcher, sweep dir, ...), so ``hydra.*`` overrides are
     checked too."""
-    from hydra import compose, initialize_config_dir
+    from hydra import compose, initialize_config_module
 
-    from ipuexp.config.store import CONF_DIR, register
+    from ipuexp.config.store import CONF_MODULE, register
 
     register()
     overrides = list(overrides)
     try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None, job_name="ipuexp"):
+        with initialize_config_module(config_module=CONF_MODULE, version_base=None, job_name="ipuexp"):
             return compose(config_name="config", overrides=overrides, return_hydra_config=return_hydra_config)
     except ConfigError:
         raise

@@ -132,7 +132,8 @@ class DataConfig:
     dataset: str = "synthetic"
     """synthetic (analytic runs) or mnist (IDX files under ``path``)."""
     path: Optional[str] = None
-    """Folder holding the dataset files."""
+    """Folder holding the dataset files (mnist: null is the test set shipped with ipuexp; a relative path is taken
+    from the launch directory)."""
     io_precision: str = "auto"
     """Host-to-IPU input type: auto (model's dtype), float32, float16 or int8 (eight_bit_io)."""
     train_split: float = 0.8

@@ -1,38 +1,32 @@
-"""Register the schema and the recipes with Hydra's ConfigStore.
+"""Where the configs live and what the ConfigStore holds.
 
-The schema is stored as ``base_config`` (the first entry of ``conf/config.yaml``'s defaults list), so every YAML
-merged on top is type-checked and unknown keys are rejected. Recipes live in the top-level ``recipes/`` folder
-(one file per published Graphcore run) and are stored as the ``recipe`` group, global package, so that
-``+recipe=NAME`` selects one exactly as Hydra's "configuring experiments" pattern does.
+Every config ships inside the package (``ipuexp/conf``), so an installed wheel works from any directory: Hydra
+reads it through its ``pkg://ipuexp.conf`` search path. The typed schema is stored as ``base_config`` (the first
+entry of ``config.yaml``'s defaults list), so every YAML merged on top is type-checked and unknown keys are
+rejected. Recipes are the ``recipe`` group (``conf/recipe/*.yaml``, global package): ``+recipe=NAME`` selects one
+as in Hydra's "configuring experiments" pattern.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import OmegaConf
 
 from ipuexp.config.schema import ExperimentConfig
 
-ROOT = Path(__file__).resolve().parents[2]
-CONF_DIR = ROOT / "conf"
-RECIPES_DIR = ROOT / "recipes"
+CONF_MODULE = "ipuexp.conf"
+CONF_PATH = f"pkg://{CONF_MODULE}"
+"""Hydra's primary config path: the package's own ``conf`` folder, wherever the package is installed."""
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+"""The same folder on disk (the package is installed unzipped), for readers other than Hydra."""
+RECIPES_DIR = CONF_DIR / "recipe"
 
 
 def recipe_names() -> list[str]:
+    """The user recipes, as ``+recipe=NAME`` takes them."""
     return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
 
 
-_registered = False
-
-
 def register() -> None:
-    """Store the schema and recipes (once per process: the ConfigStore is process-wide)."""
-    global _registered
-    if _registered:
-        return
-    _registered = True
-    cs = ConfigStore.instance()
-    cs.store(name="base_config", node=ExperimentConfig)
-    for path in sorted(RECIPES_DIR.glob("*.yaml")):
-        cs.store(group="recipe", name=path.stem, node=OmegaConf.load(path), package="_global_")
+    """Store the schema (idempotent: storing the same node again replaces it)."""
+    ConfigStore.instance().store(name="base_config", node=ExperimentConfig)

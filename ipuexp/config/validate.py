@@ -58,16 +58,24 @@ def validate(cfg: Any) -> List[str]:
     return warnings
 
 
-def resolve_path(path: str) -> Path:
-    """A data path as the project reads it: ``~`` expanded, relative paths taken from the repository root.
+def resolve_path(path: Optional[str]) -> Path:
+    """A data path as ipuexp reads it: None is the MNIST test set shipped with ipuexp, ``~`` is expanded, and a
+    relative path is taken from the directory the command was launched from (Hydra moves each job's working
+    directory, ``hydra.job.chdir``)."""
+    if path is None:
+        from ipuexp.data import PACKAGED_MNIST
 
-    Hydra changes the working directory of each job, so relative paths in recipes (``../shared/data/mnist``) are
-    anchored at the project root rather than the current directory.
-    """
-    from ipuexp.config.store import ROOT
-
+        return PACKAGED_MNIST
     p = Path(os.path.expanduser(str(path)))
-    return p if p.is_absolute() else (ROOT / p).resolve()
+    return p if p.is_absolute() else (_launch_dir() / p).resolve()
+
+
+def _launch_dir() -> Path:
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        return Path(HydraConfig.get().runtime.cwd)
+    return Path.cwd()
 
 
 def value_at(cfg: Any, key: str) -> Any:
@@ -245,9 +253,6 @@ def _check_data_engine(cfg: Any, w: Warnings) -> None:
     _one_of(cfg, "engine.device", ENGINE_DEVICES)
     if value_at(cfg, "engine.mode") == "functional" and dataset == "mnist":
         path = value_at(cfg, "data.path")
-        if not path:
-            raise ConfigError("data.path", path, "allowed: the folder holding the MNIST IDX files "
-                              "(required by engine.mode=functional with data.dataset=mnist)")
         folder = resolve_path(path)
         missing = [f for f in MNIST_FILES if not _mnist_file(folder, f)]
         if missing:

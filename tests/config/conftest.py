@@ -7,7 +7,6 @@ from typing import Callable
 import pytest
 
 from ipuexp.config.compose import compose_config as _compose_config
-from ipuexp.config.store import ROOT
 
 
 @pytest.fixture
@@ -19,7 +18,8 @@ def compose_config() -> Callable:
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     """The shared reference material beside the project (``../shared``)."""
-    shared = ROOT.parent / "shared"
+    from published import SHARED as shared
+
     if not shared.is_dir():
         pytest.skip(f"shared reference material not found at {shared}")
     return shared

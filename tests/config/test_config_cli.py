@@ -7,9 +7,6 @@ import sys
 
 import pytest
 
-from ipuexp.config.store import ROOT
-
-pytestmark = pytest.mark.skipif(not (ROOT / "ipuexp" / "__main__.py").is_file(), reason="ipuexp/__main__.py missing")
 
 
 def _run(*overrides: str, tmp_path) -> subprocess.CompletedProcess:

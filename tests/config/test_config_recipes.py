@@ -16,9 +16,11 @@ from typing import Any, Dict, List, Tuple
 import pytest
 import yaml
 
+from ipuexp.calibration import TABLE, load_rows, register_runs, run_names
 from ipuexp.config.store import recipe_names
 from ipuexp.config.validate import validate, value_at
 from ipuexp.graph.stages import ipus_per_replica
+from published import shared_copy
 
 RECIPES = recipe_names()
 OPTIMIZERS = {"adamw": "adamw", "adam": "adam", "lamb": "lamb", "lambnobiascorrection": "lamb", "sgd": "sgd",
@@ -41,11 +43,19 @@ def test_recipe_composes_and_validates_cleanly(name, compose_config):
     assert validate(cfg) == []
 
 
-@pytest.mark.parametrize("name", RECIPES)
-def test_recipe_matches_its_published_source(name, compose_config, shared_dir):
-    cfg = compose_config([f"+recipe={name}"])
-    path, _, config = str(cfg.source).partition("#")
-    source = shared_dir / path
+CALIBRATION_RUNS = run_names()
+
+
+def _compose(group: str, name: str, compose_config):
+    if group == "calibration":
+        register_runs()
+    return compose_config([f"+{group}={name}"])
+
+
+@pytest.mark.parametrize("group,name", [("recipe", n) for n in RECIPES] + [("calibration", n) for n in CALIBRATION_RUNS])
+def test_recipe_matches_its_published_source(group, name, compose_config, shared_dir):
+    cfg = _compose(group, name, compose_config)
+    source, config = shared_copy(str(cfg.source))
     assert source.is_file(), f"{name}: source {source} does not exist"
     expected, structure = published_values(source, config)
     assert expected, f"{name}: nothing parsed from {cfg.source}"
@@ -66,14 +76,32 @@ def test_recipe_matches_its_published_source(name, compose_config, shared_dir):
             assert len(lpi) == value, f"{name}: stages"
 
 
-def test_every_calibration_row_has_a_recipe(compose_config, shared_dir):
+def test_shipped_calibration_table_is_the_published_one(shared_dir):
+    """The package's copy carries the same rows and figures; only the file references are public locators."""
     with open(shared_dir / "calibration" / "published-throughput.csv", newline="") as f:
+        published = list(csv.DictReader(f))
+    with open(TABLE, newline="") as f:
+        shipped = list(csv.DictReader(f))
+    assert len(shipped) == len(published) >= 8
+    for mine, theirs in zip(shipped, published):
+        for key in theirs:
+            if key not in ("config_reference", "throughput_source"):
+                assert mine[key] == theirs[key], f"{mine['id']}: {key}"
+
+
+def test_calibration_runs_are_not_user_recipes():
+    assert not set(RECIPES) & set(CALIBRATION_RUNS)
+    assert not any(name.startswith("calib") for name in RECIPES)
+
+
+def test_every_calibration_row_has_its_configuration(compose_config):
+    with open(TABLE, newline="") as f:
         rows = list(csv.DictReader(f))
-    assert rows
+    assert [r["id"] for r in rows] == [r.id for r in load_rows()]
     for row in rows:
-        name = f"calib_{row['id']}"
-        assert name in RECIPES, f"no recipe for calibration row {row['id']}"
-        cfg = compose_config([f"+recipe={name}"])
+        name = row["id"]
+        assert name in CALIBRATION_RUNS, f"no configuration for calibration row {name}"
+        cfg = _compose("calibration", name, compose_config)
         lpi = value_at(cfg, "options.pipeline.layers_per_ipu")
         ipr = ipus_per_replica(lpi, value_at(cfg, "options.pipeline.device_mapping"))
         seq_or_image = "model.image_size" if cfg.model.name in ("resnet50", "vit") else "model.sequence_length"
@@ -89,6 +117,7 @@ def test_every_calibration_row_has_a_recipe(compose_config, shared_dir):
         for key, value in actual.items():
             assert str(value) == row[key], f"{name}: {key} {value!r} != calibration row {row[key]!r}"
         assert row["config_reference"].startswith(str(cfg.source).partition("#")[0]), name
+        assert str(cfg.recipe) == f"calib_{name}"
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -149,7 +178,9 @@ def _from_poptorch_app(conf: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, 
         elif key == "byteio":
             out["data.io_precision"] = "int8" if value else "auto"
         elif key == "optimizer":
-            out["optimizer.name"] = OPTIMIZERS[str(value).lower()]
+            name = OPTIMIZERS[str(value).lower()]
+            # PopTorch's SGD with a non-zero momentum keeps a velocity per weight (poptorch.optim.SGD).
+            out["optimizer.name"] = "sgd_momentum" if name == "sgd" and conf.get("momentum") else name
         elif key == "model":  # GPT-2 --model gpt2-medium
             family, _, size = str(value).partition("-")
             out["model.name"], out["model.size"] = family, size or "small"

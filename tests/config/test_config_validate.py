@@ -62,7 +62,7 @@ RULE_ERRORS = [
     ("io_precision", ["data.io_precision=int4"], "data.io_precision"),
     ("dataset", ["data.dataset=imagenet"], "data.dataset"),
     ("functional_mnist_missing", ["+recipe=mnist_pipeline", "data.path=/nonexistent/mnist"], "data.path"),
-    ("functional_mnist_no_path", ["+recipe=mnist_pipeline", "data.path=null"], "data.path"),
+    ("functional_mnist_not_a_folder", ["+recipe=mnist_pipeline", "data.path=README.md"], "data.path"),
     ("model_size", [BERT, "model.size=xl"], "model.size"),
     ("model_name", ["model.name=alexnet"], "model.name"),
     ("machine_multiple", ["system.num_ipus=10"], "system.num_ipus"),
@@ -174,18 +174,22 @@ def test_layer_count_comes_from_the_zoo(monkeypatch, compose_config):
         validate(compose_config([BERT]))
 
 
-def test_relative_data_paths_are_anchored_at_the_project_root(tmp_path, monkeypatch):
-    from ipuexp.config.store import ROOT
+def test_relative_data_paths_are_taken_from_the_launch_directory(tmp_path, monkeypatch):
+    from ipuexp.data import PACKAGED_MNIST
 
     monkeypatch.chdir(tmp_path)
-    assert resolve_path("../shared/data/mnist") == (ROOT / "../shared/data/mnist").resolve()
+    assert resolve_path("data/mnist") == tmp_path / "data" / "mnist"
     assert resolve_path(str(tmp_path)) == tmp_path
+    assert resolve_path(None) == PACKAGED_MNIST
+    assert sorted(p.name for p in PACKAGED_MNIST.iterdir()) == ["t10k-images-idx3-ubyte.gz",
+                                                                 "t10k-labels-idx1-ubyte.gz"]
 
 
-def test_mnist_folder_from_environment(tmp_path, monkeypatch, compose_config):
-    monkeypatch.setenv("IPUEXP_MNIST_DIR", str(tmp_path))
+def test_mnist_folder_given_by_the_user(tmp_path, monkeypatch, compose_config):
+    folder = f"data.path={tmp_path}"
     with pytest.raises(ConfigError, match="images-idx3-ubyte"):
-        validate(compose_config(["+recipe=mnist_pipeline"]))
+        validate(compose_config(["+recipe=mnist_pipeline", folder]))
     for name in ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"):
         (tmp_path / name).write_bytes(b"")
-    assert validate(compose_config(["+recipe=mnist_pipeline"])) == []
+    assert validate(compose_config(["+recipe=mnist_pipeline", folder])) == []
+    assert validate(compose_config(["+recipe=mnist_pipeline"])) == []  # the packaged test set

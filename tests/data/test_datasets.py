@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from ipuexp.data import load_dataset, resolve_path
+from ipuexp.data import PACKAGED_MNIST, load_dataset, resolve_path
 from ipuexp.data.datasets import MNIST_MEAN, MNIST_STD, load_mnist, synthetic
 from ipuexp.models.blocks import InputSpec
 
-MNIST = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "mnist"
-needs_mnist = pytest.mark.skipif(not MNIST.is_dir(), reason="shared/data/mnist is not beside the project")
+MNIST = PACKAGED_MNIST
+needs_mnist = pytest.mark.skipif(not MNIST.is_dir(), reason="the packaged MNIST test set is missing")
 
 
 def write_idx(path: Path, array: np.ndarray, code: int) -> None:
@@ -95,7 +95,4 @@ def test_load_dataset_dispatch_and_unknown_name(tmp_path):
 def test_relative_paths_are_anchored(tmp_path):
     assert resolve_path("data/x", tmp_path) == (tmp_path / "data/x").resolve()
     assert resolve_path(str(tmp_path), Path("/elsewhere")) == tmp_path
-    from ipuexp.config.store import ROOT
-
-    assert resolve_path("../shared/data/mnist") == (ROOT / "../shared/data/mnist").resolve()
-    assert resolve_path(None) is None
+    assert resolve_path(None) == PACKAGED_MNIST

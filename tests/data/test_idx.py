@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ipuexp.data import PACKAGED_MNIST
 from ipuexp.data.idx import IDXError, parse_idx, read_idx
 
-MNIST = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "mnist"
+MNIST = PACKAGED_MNIST
 
 
 def idx_bytes(array: np.ndarray, code: int) -> bytes:
@@ -52,7 +53,7 @@ def test_malformed_files_are_named(raw, message):
         parse_idx(raw, "bad-file")
 
 
-@pytest.mark.skipif(not MNIST.is_dir(), reason="shared/data/mnist is not beside the project")
+@pytest.mark.skipif(not MNIST.is_dir(), reason="the packaged MNIST test set is missing")
 def test_real_mnist_test_set():
     images = read_idx(MNIST / "t10k-images-idx3-ubyte.gz")
     labels = read_idx(MNIST / "t10k-labels-idx1-ubyte.gz")

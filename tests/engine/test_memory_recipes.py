@@ -6,6 +6,7 @@ from typing import List
 
 import pytest
 
+from ipuexp.calibration import compose_run
 from ipuexp.config.compose import load_experiment
 from ipuexp.engine import code_size
 from ipuexp.engine.memory import estimate_memory, plan_ipus
@@ -19,7 +20,8 @@ PUBLISHED = ["bert_large", "bert_large_sl384", "bert_base", "resnet50", "vit_b16
              "bert_large_sl384_pod64", "gpt2_medium", "gpt2_medium_pod64", "resnet50_pod64", "vit_b16_pod64",
              "calib_bert_base_ph1_bow_pod16_pytorch", "calib_resnet50_bow_pod16_tf1",
              "calib_resnet50_mk2_pod16_tf1_mlperf11", "calib_bert_large_ph1_bow_pod16_tf2",
-             "calib_bert_large_ph2_sl384_bow_pod16_tf1"]
+             "calib_bert_large_ph2_sl384_bow_pod16_tf1", "calib_resnet50_mk2_pod128_tf1_mlperf11",
+             "calib_resnet50_mk2_pod256_tf1_mlperf11", "calib_vit_b16_finetune_bow_pod16_pytorch"]
 
 # Graphcore's TensorFlow BERT applications put a recomputation checkpoint after every encoder layer (their recipes
 # say so, with the source).
@@ -27,6 +29,8 @@ TF_BERT = ["calib_bert_large_ph1_bow_pod16_tf2", "calib_bert_large_ph2_sl384_bow
 
 
 def experiment(recipe: str, *overrides: str):
+    if recipe.startswith("calib_"):
+        return compose_run(recipe[len("calib_"):], overrides)
     return load_experiment(f"+recipe={recipe}", *overrides)
 
 
@@ -42,7 +46,14 @@ def evaluate(exp, cache: str):
     return graph, stages, estimate_memory(exp, graph, stages)
 
 
-@pytest.mark.parametrize("recipe", PUBLISHED)
+# Known false out-of-memory: global exchange code is modelled as linear in the replica count, which over-counts at
+# 256 replicas. Strict, so the fix shows up here.
+KNOWN_FALSE_OOM = {"calib_resnet50_mk2_pod256_tf1_mlperf11"}
+
+
+@pytest.mark.parametrize("recipe", [pytest.param(r, marks=pytest.mark.xfail(strict=True, reason="exchange code "
+                                                 "linear in replicas")) if r in KNOWN_FALSE_OOM else r
+                                    for r in PUBLISHED])
 def test_published_configurations_fit(recipe, cache_dir):
     exp = experiment(recipe)
     _, stages, mem = evaluate(exp, cache_dir)

@@ -10,10 +10,11 @@ from torch import nn
 
 from ipuexp.config.schema import (DataConfig, ExperimentConfig, ModelConfig, Optimizer, OutputMode,
                                   RecomputationMode, ReductionType, Schedule)
+from ipuexp.data import PACKAGED_MNIST
 from ipuexp.models.blocks import Block, InputSpec, PipelinedModel
 
-MNIST = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "mnist"
-needs_mnist = pytest.mark.skipif(not MNIST.is_dir(), reason="shared/data/mnist is not beside the project")
+MNIST = PACKAGED_MNIST
+needs_mnist = pytest.mark.skipif(not MNIST.is_dir(), reason="the packaged MNIST test set is missing")
 
 
 class Dense(nn.Module):

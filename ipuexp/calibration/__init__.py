@@ -1,0 +1,62 @@
+"""The calibration data shipped with ipuexp: published training throughput of real IPU systems and, per row, the
+configuration it was measured with (``runs/<id>.yaml``).
+
+These runs are not user recipes: ``python -m ipuexp.validate`` composes them as the ``calibration`` config group,
+which only it registers, so ``--help`` lists the user's recipes alone. Sources of every row are in the table's
+``config_reference`` and ``throughput_source`` columns (see ``docs/sources.md``).
+"""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, List, Optional, Sequence
+
+CALIBRATION_DIR = Path(__file__).resolve().parent
+TABLE = CALIBRATION_DIR / "published-throughput.csv"
+RUNS_DIR = CALIBRATION_DIR / "runs"
+GROUP = "calibration"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One published measurement."""
+
+    id: str
+    ipu: str
+    published: float
+    """Published samples per second over the whole system."""
+    model: str = ""
+    system: str = ""
+
+
+def load_rows(path: Optional[Path] = None) -> List[Row]:
+    """The rows of the calibration table (the shipped one unless ``path`` is given)."""
+    with open(path or TABLE, newline="") as f:
+        return [Row(r["id"], r["ipu"], float(r["throughput_samples_per_s"]), r.get("model", ""), r.get("system", ""))
+                for r in csv.DictReader(f)]
+
+
+def run_names() -> List[str]:
+    return sorted(p.stem for p in RUNS_DIR.glob("*.yaml"))
+
+
+def register_runs() -> None:
+    """Store every calibration run as ``+calibration=<id>`` (global package, like a recipe)."""
+    from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
+
+    cs = ConfigStore.instance()
+    for path in sorted(RUNS_DIR.glob("*.yaml")):
+        cs.store(group=GROUP, name=path.stem, node=OmegaConf.load(path), package="_global_")
+
+
+def compose_run(row_id: str, overrides: Sequence[str] = ()) -> Any:
+    """The validated ExperimentConfig object of a calibration row's configuration."""
+    from ipuexp.config.compose import load_experiment
+
+    if not (RUNS_DIR / f"{row_id}.yaml").exists():
+        raise FileNotFoundError(f"calibration row {row_id!r} has no configuration: expected "
+                                f"ipuexp/calibration/runs/{row_id}.yaml")
+    register_runs()
+    return load_experiment(f"+{GROUP}={row_id}", *overrides)
