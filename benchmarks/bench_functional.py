@@ -1,6 +1,6 @@
 """Functional-engine training throughput against a plain PyTorch loop doing the same arithmetic.
 
-Both train the PopTorch tutorial's MNIST network (shared/seeds/002: micro-batch 40, gradient accumulation 10,
+Both train the MNIST network of the PopTorch pipelining tutorial (micro-batch 40, gradient accumulation 10,
 device iterations 10, AdamW lr 0.001, four pipeline stages) on the same samples in the same order. The plain
 loop runs the whole model per micro-batch, sums the gradients, divides by the accumulation count and steps the
 optimizer; with recomputation it checkpoints the same stage boundaries with torch.utils.checkpoint. After the
@@ -22,11 +22,11 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any, List, Tuple
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "mnist"
+from ipuexp.data import PACKAGED_MNIST
+
+DATA = PACKAGED_MNIST
 
 
 def experiment(recomputation: str, data_path: str) -> Any:

@@ -196,9 +196,9 @@ PRIOR_NOTES = {
     "amp_grain": "prior, not fitted: input channels the AMP takes per pass at 16-bit inputs (8 at 32-bit): "
                  "PopLibs groups AMP convolution/matmul input channels by 16 half / 8 float on this tile design; "
                  "matmul K is padded to it",
-    "links_per_neighbour": "prior, not fitted: graphcore-facts.md 3.1 [e] Bow-2000 'IPU-Link 512Gbps' between "
+    "links_per_neighbour": "prior, not fitted: docs/sources.md [e] Bow-2000 datasheet 'IPU-Link 512Gbps' between "
                            "IPUs = 64 GB/s = 2 x (ipu_link_bytes_per_s / ipu_links = 32 GB/s)",
-    "global_sync_cycles": "prior, not fitted: no public figure (graphcore-facts.md 4.1: IPUModel's "
+    "global_sync_cycles": "prior, not fitted: no public figure (IPU Model: poplar::IPUModel's "
                           "globalSyncCycles default is not printed); about 0.5-0.75 us; one per pipeline cycle and "
                           "ring step: under 0.1% of every calibration step, so the rows cannot fit it",
     "host_latency_s": "prior, not fitted: no public figure; one host round trip through the Poplar runtime "
@@ -214,10 +214,10 @@ def calibration_block(report: Report, generation: str, priors: Dict[str, Any], r
         "calibration:",
         "  # Constants of the cycle model (ipuexp/engine/hardware.py Calibration). Fitted values come from",
         "  # `python -m ipuexp.validate --fit`: scipy.optimize.least_squares on log(predicted / published) over the",
-        "  # rows of the calibration table (ipuexp/calibration/published-throughput.csv), log-parameterised within physical bounds",
-        "  # (ipuexp/validate.py FITTED). They are counted in cycles and shared by Mk2 and Bow: the same GC200 tile",
-        "  # design (tiles, SRAM, AMP and exchange per cycle) at different clocks (graphcore-facts.md 3.1), so one",
-        "  # fit over the Mk2 and Bow rows serves both generations.",
+        "  # rows of the calibration table (ipuexp/calibration/published-throughput.csv), log-parameterised within",
+        "  # physical bounds (ipuexp/validate.py FITTED). They are counted in cycles and shared by Mk2 and Bow:",
+        "  # the same GC200 tile design (tiles, SRAM, AMP and exchange per cycle) at different clocks",
+        "  # (docs/sources.md [b], [c], [d]), so one fit over the Mk2 and Bow rows serves both generations.",
         f"  # Rows fitted on: {', '.join(rows)}.",
     ]
     if not fitted_here:

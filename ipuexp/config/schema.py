@@ -1,7 +1,7 @@
 """Typed experiment configuration.
 
-Option names follow PopTorch's ``poptorch.Options`` and TensorFlow's ``IPUConfig`` (reference:
-``shared/reference/graphcore-facts.md`` section 5) so that a user can carry settings over unchanged.
+Option names follow PopTorch's ``poptorch.Options`` and TensorFlow's ``IPUConfig`` (the PopTorch user guide, PopART
+SessionOptions, TF IPUConfig and PopLibs in ``docs/sources.md``) so that a user can carry settings over unchanged.
 Defaults are the frameworks' defaults unless stated.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The schema (``schema.py``, enforced by OmegaConf during composition) rejects unknown keys and wrong types; the rules
 here are the ones that involve several fields or a documented limit of the frameworks or the hardware. Sources are
-in ``shared/reference/graphcore-facts.md`` (section numbers below) and the seeds.
+the public documents of ``docs/sources.md``, cited by short name below.
 
 ``validate(cfg)`` accepts the composed ``DictConfig`` or an ``ExperimentConfig`` object, raises
 :class:`~ipuexp.config.errors.ConfigError` on the first error and returns the warnings.
@@ -41,9 +41,9 @@ ENUMS = {
     "optimizer.name": schema.Optimizer,
     "engine.mode": schema.EngineMode,
 }
-# PopLibs MatMul.hpp/Convolution.hpp (section 5.4): "values below 0.05 often create a large amount of code".
+# PopLibs MatMul.hpp/Convolution.hpp: "values below 0.05 often create a large amount of code".
 AMP_CODE_WARNING_BELOW = 0.05
-# PopTorch TensorLocations.numIOTiles (section 5.1): "must be even, 32 <= n <= 192".
+# PopTorch TensorLocations.numIOTiles (poptorch.Options, PopTorch user guide): "must be even, 32 <= n <= 192".
 IO_TILES_MIN, IO_TILES_MAX = 32, 192
 MNIST_FILES = ("images-idx3-ubyte", "labels-idx1-ubyte")
 
@@ -182,8 +182,9 @@ def _check_system(cfg: Any, w: Warnings) -> None:
     if not _is_number(gw) or gw < 0 or (racks > 1 and gw <= 0):
         raise ConfigError("system.gw_link_bytes_per_s", gw,
                           "allowed: a number > 0 when system.num_racks > 1 (racks talk over GW-Links), else >= 0")
-    # Seed 003 and section 3.2: IPU-POD systems are built from IPU-Machines (M2000: Mk2, Bow-2000: Bow; 4 IPUs
-    # each); Mk1 IPUs come only on C2 PCIe cards (2 IPUs each) in IPU-Servers.
+    # TF distributed-training guide section 9 and the IPU-POD datasheets (docs/sources.md): IPU-POD systems are
+    # built from IPU-Machines (M2000: Mk2, Bow-2000: Bow; 4 IPUs each); Mk1 IPUs come only on C2 PCIe cards (2 IPUs
+    # each) in IPU-Servers.
     ipu, system = value_at(cfg, "ipu.name"), value_at(cfg, "system.name")
     is_pod = str(system).startswith("pod")
     if ipu == "mk1" and (is_pod or per_machine != 2):
@@ -310,9 +311,9 @@ def _check_pipeline(cfg: Any, w: Warnings) -> None:
                           f"allowed: replicas x IPUs per replica a power of two (PopART acquires 2^n IPUs); "
                           f"{replicas} x {ipr} = {total}")
 
-    # PopTorch CompilerImpl.cpp (section 5.1): a pipelined training graph needs gradientAccumulation >= 2F - 1;
-    # inference pipelining needs deviceIterations >= F. The sequential schedule (sharded execution) does not
-    # pipeline.
+    # PopTorch CompilerImpl.cpp (poptorch.Options, PopTorch user guide): a pipelined training graph needs
+    # gradientAccumulation >= 2F - 1; inference pipelining needs deviceIterations >= F. The sequential schedule
+    # (sharded execution) does not pipeline.
     f = forward_stages(lpi, dm)
     if f > 1 and value_at(cfg, "options.pipeline.schedule") != "sequential":
         if value_at(cfg, "training"):

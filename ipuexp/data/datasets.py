@@ -13,7 +13,7 @@ import numpy as np
 
 MNIST_MEAN = 0.1307
 MNIST_STD = 0.3081
-"""Normalisation of the PopTorch pipelining tutorial (shared/seeds/002, "Preparing the data":
+"""Normalisation of the PopTorch pipelining tutorial ("Preparing the data":
 ``Normalize((0.1307,), (0.3081,))`` after ``ToTensor()`` scales pixels to [0, 1])."""
 
 _MNIST_FILES = {

@@ -1,32 +1,35 @@
 """Code and exchange-code memory of one IPU: how it grows with operations, tensors and replicas.
 
-Seed 001 section 3.5: code size cannot be predicted from first principles; the way to estimate it is to measure
-how it grows with the model. The only measurement published is seed 001 Table 4.1 (BERT-Large, whole replica of
-4 IPUs, 1 and 4 replicas), so the model below has one unit of growth per code category and each constant is that
-table's figure divided by the units of the BERT-Large capture in the configuration it was measured in.
+IPU optimisation guide section 3.5: code size cannot be predicted from first principles; the way to estimate it
+is to measure how it grows with the model. The only measurement published is the IPU optimisation guide's
+Table 4.1 (BERT-Large, whole replica of 4 IPUs, 1 and 4 replicas), so the model below has one unit of growth per
+code category and each constant is that table's figure divided by the units of the BERT-Large capture in the
+configuration it was measured in.
 
 Units:
 * compute programs (``ops``): control code (vertex code, vertex state, control program) and internal exchange
-  code grow with the distinct operations an IPU runs. Outlining (seed 001 section 5.5) keeps one copy of the code
-  of identical operations, so an operation counts once per distinct (op, shape) on the IPU; repeated layers cost
-  nothing more, recomputation reuses the forward code. An operation the planner serialises adds the dynamic
-  slice and update steps of its loop (2 units; seed 000 section 5.1.2: a lower proportion "increases always-live
-  memory as more control code is needed to deal with the planning of the split calculations").
+  code grow with the distinct operations an IPU runs. Outlining (IPU optimisation guide section 5.5) keeps one
+  copy of the code of identical operations, so an operation counts once per distinct (op, shape) on the IPU;
+  repeated layers cost nothing more, recomputation reuses the forward code. An operation the planner serialises
+  adds the dynamic slice and update steps of its loop (2 units; TF2 IPU guide section 5.1.2: a lower proportion
+  "increases always-live memory as more control code is needed to deal with the planning of the split
+  calculations").
 * host tensors: host exchange code copies each weight to and from the host, each off-chip tensor to and from
-  Streaming Memory (seed 001 section 5.4: offloading "will create some exchange code") and each data stream.
+  Streaming Memory (IPU optimisation guide section 5.4: offloading "will create some exchange code") and each
+  data stream.
 * boundary tensors: global exchange code copies every tensor crossing to another IPU (each end counts one).
-* replicas: seed 001 section 4.3.1, replication "increases the exchange code, linearly with the number of
-  replicas": global exchange code grows by a fixed amount per parameter tensor per extra replica (the reduction
-  exchanges with every other replica). Table 4.1 shows control and internal exchange code growing too (the
-  on-chip parts of the cross-replica reduction and of sharding); the seed does not say they grow with the replica
-  count, and Graphcore ran one ResNet-50 program with 16, 64, 128 and 256 replicas (graphcore-configs/mlperf/
-  v1.1_resnet_tf1_configs.yml, ``mk2_resnet50_mlperf_pod*_lars``), which a per-replica growth like Table 4.1's
-  25 MB over 3 extra replicas would not leave room for; they are therefore a one-off cost per parameter tensor
-  once there are replicas.
+* replicas: IPU optimisation guide section 4.3.1, replication "increases the exchange code, linearly with the
+  number of replicas": global exchange code grows by a fixed amount per parameter tensor per extra replica (the
+  reduction exchanges with every other replica). Table 4.1 shows control and internal exchange code growing too
+  (the on-chip parts of the cross-replica reduction and of sharding); the guide does not say they grow with the
+  replica count, and Graphcore ran one ResNet-50 program with 16, 64, 128 and 256 replicas (MLPerf Training v1.1
+  Graphcore ResNet-50 configs.yml, ``mk2_resnet50_mlperf_pod*_lars``), which a per-replica growth like Table
+  4.1's 25 MB over 3 extra replicas would not leave room for; they are therefore a one-off cost per parameter
+  tensor once there are replicas.
   Only training reduces across replicas.
 
 Table 4.1's run is taken to be Graphcore's BERT-Large pretraining configuration of the guide's time
-(graphcore-configs/examples/9b61ab6_applications_popart_bert_configs_mk2_pretrain_large_128.json: sequence 128,
+(graphcore/examples@9b61ab6 applications/popart/bert/configs/mk2/pretrain_large_128.json: sequence 128,
 layers [3,7,7,7] with the heads back on IPU 0, LAMB with optimizer state off chip, fp16, half partials,
 available memory proportion [0.15,0.25,0.25,0.25], embedding serialisation 5, micro-batch 8). The reference
 units below are that configuration's (``IPUPlan.units`` of ``ipuexp.engine.memory.plan_ipus`` on the BERT-Large
@@ -37,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict
 
-# Seed 001 Table 4.1 (bytes, whole replica of 4 IPUs): (1 replica, 4 replicas).
+# IPU optimisation guide Table 4.1 (bytes, whole replica of 4 IPUs): (1 replica, 4 replicas).
 TABLE_4_1_CONTROL = (91_668_904, 117_063_756)
 TABLE_4_1_INTERNAL_EXCHANGE = (108_270_156, 126_520_640)
 TABLE_4_1_HOST_EXCHANGE = (66_044_276, 66_147_360)

@@ -2,12 +2,14 @@
 Streaming Memory.
 
 * Collectives run on the IPUs over IPU-Links inside a rack and over GW-Links between racks, without the host
-  (seed 003 section 9, "Pod systems"). The gradients of one IPU of a replica are reduced with the same IPU of
-  every other replica, on a ring; the rings of the IPUs of a replica run at the same time.
-* Replicated tensor sharding (seed 001 section 4.7) turns the all-reduce into a reduce-scatter of the gradients,
-  an update of 1/R of the optimizer state, and an all-gather of the updated weights.
-* Host IO goes over the IPU-Machine's host link, shared by the replicas fed through it (seed 001 section 4.4).
-* Off-chip tensors move over the IPU's Streaming Memory bandwidth (seed 001 section 5.4; seed 002 "offloading").
+  (TF distributed-training guide section 9, "Pod systems"). The gradients of one IPU of a replica are reduced
+  with the same IPU of every other replica, on a ring; the rings of the IPUs of a replica run at the same time.
+* Replicated tensor sharding (IPU optimisation guide section 4.7) turns the all-reduce into a reduce-scatter of
+  the gradients, an update of 1/R of the optimizer state, and an all-gather of the updated weights.
+* Host IO goes over the IPU-Machine's host link, shared by the replicas fed through it (IPU optimisation guide
+  section 4.4).
+* Off-chip tensors move over the IPU's Streaming Memory bandwidth (IPU optimisation guide section 5.4; PopTorch
+  pipelining tutorial "offloading").
 """
 from __future__ import annotations
 
@@ -76,7 +78,8 @@ def host_bytes_per_s_per_replica(host_link_bytes_per_s: float, replicas: int, ip
 
 
 def io_bytes_per_sample(input_bytes: int, input_elements: int, io_precision: str) -> float:
-    """Host-to-IPU bytes per sample: the capture's dtype (auto) or the configured IO type (seed 001 4.4.3)."""
+    """Host-to-IPU bytes per sample: the capture's dtype (auto) or the configured IO type (IPU optimisation guide
+    section 4.4.3)."""
     if io_precision == "auto":
         return float(input_bytes)
     if io_precision not in IO_PRECISION_BYTES:

@@ -1,18 +1,20 @@
 """Cycles of the operations of a captured block on one IPU.
 
-The IPU runs bulk-synchronous supersteps: sync, exchange, compute (seed 001 section 2.1). An operation costs
+The IPU runs bulk-synchronous supersteps: sync, exchange, compute (IPU optimisation guide section 2.1). An
+operation costs
 
 * matmul/convolution: a tile partition chosen like PopLibs' planner (split M, K, N over the compute tiles; the
   operands each tile needs are received over the exchange at ``exchange_bytes_per_cycle`` per tile, as PopLibs'
   ``ExchangeEstimator`` counts them; partials split over K are reduced in a second superstep). The plan must fit
   the ``availableMemoryProportion`` share of tile memory, otherwise the operation is serialised into steps; when
-  nothing fits, the planner drops the proportion and takes the plan needing the least memory (seed 001 sections
-  4.1 and 5.1). Plans are cached per shape and tile context, so a sweep re-plans nothing. AMP compute runs at the
-  precision's rate; half partials double it and halve the partials' memory (seed 001 section 5.2).
+  nothing fits, the planner drops the proportion and takes the plan needing the least memory (IPU optimisation
+  guide sections 4.1 and 5.1). Plans are cached per shape and tile context, so a sweep re-plans nothing. AMP
+  compute runs at the precision's rate; half partials double it and halve the partials' memory (IPU optimisation
+  guide section 5.2).
 * element-wise, normalisation, softmax and the rest: bound by tile memory bandwidth.
 * every superstep: the BSP sync plus a fixed compute-set cost.
 
-Backward costs come from the captured backward ops (about 2x forward, seed 001 section 5.3.2);
+Backward costs come from the captured backward ops (about 2x forward, IPU optimisation guide section 5.3.2);
 recomputation adds the forward again (``schedule``/``timing`` decide where).
 """
 from __future__ import annotations
@@ -159,7 +161,8 @@ def plan_matmul(m: int, k: int, n: int, a_elems: float, b_elems: float, batch: i
     """Fastest partition of an [m,k] x [k,n] product whose operands hold ``a_elems`` and ``b_elems`` elements
     (a convolution's input is smaller than its im2col view; a batched product has ``batch`` right operands)
     whose temporary memory per tile fits the memory proportion, serialising the product if needed. When no plan
-    fits, the planner drops the bound (seed 001 5.1) and takes the plan needing the least temporary memory."""
+    fits, the planner drops the bound (IPU optimisation guide section 5.1) and takes the plan needing the least
+    temporary memory."""
     amp, red, exch, steps, temp, pm, pk, pn, serial = _plan_space(m, k, n, a_elems, b_elems, batch, _space_key(ctx))
     compute = amp / ctx.amp_efficiency + red / (ctx.tile_bytes_per_cycle * ctx.vector_efficiency)
     exchange = exch + steps * (ctx.sync_cycles + ctx.compute_set_cycles)

@@ -108,7 +108,8 @@ class Rates:
 
 def amp_flops_per_cycle(ipu: Any, precision: str, partials_type: Any) -> float:
     """Peak AMP FLOPs per cycle per tile: the fp16 figure is for half partials; float partials halve it
-    (seed 001 section 5.2: each halving of the partials precision doubles matmul/convolution speed)."""
+    (IPU optimisation guide section 5.2: each halving of the partials precision doubles matmul/convolution
+    speed)."""
     if precision_bytes(precision).compute >= 4:
         return float(ipu.flops_per_cycle_per_tile_fp32)
     fp16 = float(ipu.flops_per_cycle_per_tile_fp16)

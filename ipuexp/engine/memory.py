@@ -1,13 +1,14 @@
 """IPU memory model: for every IPU of a replica, always-live and not-always-live bytes by category, per tile.
 
-Seed 001 sections 3.2-3.5: an IPU holds variables (weights, gradient accumulators, optimizer state), code
-(vertex and control code, internal, host and global exchange code) and data whose liveness varies. Always-live
-memory is held for the whole program; not-always-live memory is the peak over the program steps of what is live
-at each step (seed 001 section 3.3, PopVision's liveness report). The steps of one IPU are, for each of its
-pipeline stages, the forward pass of each block, then in reverse the backward pass of each block (preceded by
-the recomputation of its checkpoint segment when recomputation is on), then the weight update. A tensor that
-one block passes to the next and both save for backward (``engine.stash.shared_saved_bytes``) is held once on
-the IPU, in a stash entry and in a recomputed segment alike.
+IPU optimisation guide sections 3.2-3.5: an IPU holds variables (weights, gradient accumulators, optimizer
+state), code (vertex and control code, internal, host and global exchange code) and data whose liveness varies.
+Always-live memory is held for the whole program; not-always-live memory is the peak over the program steps of
+what is live at each step (IPU optimisation guide section 3.3, PopVision's liveness report). The steps of one IPU
+are, for each of its pipeline stages, the forward pass of each block, then in reverse the backward pass of each
+block (preceded by the recomputation of its checkpoint segment when recomputation is on), then the weight
+update. A tensor that one block passes to the next and both save for backward
+(``engine.stash.shared_saved_bytes``) is held once on the IPU, in a stash entry and in a recomputed segment
+alike.
 
 Categories (result.json ``memory.ipus[i].breakdown``):
 always live: weights, gradient_accumulators, optimizer_state, stash (FIFOs of the pipeline, live across the whole

@@ -1,11 +1,11 @@
 """Poplar-style out-of-memory report: the fullest tile, the largest categories and ordered remedies.
 
-The first line of each failing IPU is Poplar's own message (seed 001 section 6.1, "Out of memory on tile 0:
-876476 bytes used but tiles only have 638976 bytes of memory"), with Poplar's tile numbering (tiles of the
-replica numbered across its IPUs). Remedies follow seed 001 section 6.4: reduce the batch size first, then the
-not-always-live techniques (recomputation, lower available memory proportion, half partials), then the
-always-live ones (offloading optimizer state, replicated tensor sharding, fp16 weights), and splitting the
-model over more IPUs last. Only remedies that apply to the configuration are printed.
+The first line of each failing IPU is Poplar's own message (IPU optimisation guide section 6.1, "Out of memory
+on tile 0: 876476 bytes used but tiles only have 638976 bytes of memory"), with Poplar's tile numbering (tiles of
+the replica numbered across its IPUs). Remedies follow IPU optimisation guide section 6.4: reduce the batch size
+first, then the not-always-live techniques (recomputation, lower available memory proportion, half partials),
+then the always-live ones (offloading optimizer state, replicated tensor sharding, fp16 weights), and splitting
+the model over more IPUs last. Only remedies that apply to the configuration are printed.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Sequence
 from ipuexp.config.schema import option_value
 
 BATCH_CATEGORIES = ("stash", "activations", "temporary", "host_io_buffers")
-"""Categories that scale with the micro-batch (seed 001 section 3.4.4)."""
+"""Categories that scale with the micro-batch (IPU optimisation guide section 3.4.4)."""
 
 
 def human(n: float) -> str:
@@ -60,7 +60,7 @@ def oom_lines(failing: Sequence[FailingIPU], exp: Any, recompute_active: bool) -
         if f.io_overflow:
             lines.append(f"  IPU {f.ipu}: IO-tile stream buffers need {f.io_buffer_bytes} bytes per IO tile but "
                          f"options.io.io_tiles_available_memory_proportion allows {f.io_buffer_limit}")
-    lines.append("Remedies, in the order seed 001 section 6.4 tries them:")
+    lines.append("Remedies, in the order the IPU optimisation guide tries them (section 6.4):")
     lines += [f"  {i}. {r}" for i, r in enumerate(_remedies(failing, exp, recompute_active), 1)]
     return lines
 
@@ -75,12 +75,13 @@ def _remedies(failing: Sequence[FailingIPU], exp: Any, recompute_active: bool) -
     out: List[str] = []
     if any(f.io_overflow for f in failing):
         out.append(f"raise options.io.num_io_tiles (now {opts.io.num_io_tiles}): IO tiles must hold a whole "
-                   "micro-batch, N_IO ~ 1.05 x micro-batch bytes / tile memory (seed 001 section 4.4.2)")
+                   "micro-batch, N_IO ~ 1.05 x micro-batch bytes / tile memory (IPU optimisation guide section "
+                   "4.4.2)")
     mbs = exp.data.micro_batch_size
     batch = max(sum(f.breakdown.get(c, 0) for c in BATCH_CATEGORIES) for f in failing)
     if mbs > 1 and batch > 0:
         out.append(f"reduce data.micro_batch_size (now {mbs}): stash, activations, temporaries and host buffers "
-                   f"({human(batch)} on the fullest IPU) scale with it (seed 001 section 5.6)")
+                   f"({human(batch)} on the fullest IPU) scale with it (IPU optimisation guide section 5.6)")
     stash = _sum(failing, "stash")
     mode = option_value(opts.recomputation.mode)
     if exp.training and not recompute_active:
@@ -88,23 +89,23 @@ def _remedies(failing: Sequence[FailingIPU], exp: Any, recompute_active: bool) -
         out.append(f"enable recomputation, options.recomputation.mode={target} (now {mode}) with "
                    "options.recomputation.checkpoint_every_layer=true: the stash holds every activation saved for "
                    f"backward ({human(stash)}); with recomputation only checkpoints are stashed and one layer at a "
-                   "time is recomputed (seed 001 section 5.3)")
+                   "time is recomputed (IPU optimisation guide section 5.3)")
     elif exp.training and not opts.recomputation.checkpoint_every_layer and _sum(failing, "activations") > 0:
         out.append("set options.recomputation.checkpoint_every_layer=true: a stage then recomputes one layer at a "
                    f"time instead of all its activations ({human(_sum(failing, 'activations'))} live at the peak; "
-                   "seed 001 section 5.3.2)")
+                   "IPU optimisation guide section 5.3.2)")
     opt = _sum(failing, "optimizer_state")
     if opt > 0 and loc.optimizer_state.on_chip:
         out.append(f"offload the optimizer state, options.tensor_locations.optimizer_state.on_chip=false: frees "
-                   f"{human(opt)} (seed 001 section 5.4)")
+                   f"{human(opt)} (IPU optimisation guide section 5.4)")
     temp = _sum(failing, "temporary")
     if temp > 0:
         amps = ", ".join(f"IPU {f.ipu}: {f.amp:g}" for f in failing)
         out.append(f"lower options.available_memory_proportion ({amps}): it bounds the {human(temp)} of matmul and "
-                   "convolution temporaries (seed 001 section 5.1)")
+                   "convolution temporaries (IPU optimisation guide section 5.1)")
         if option_value(opts.partials_type) == "float":
             out.append("use half partials, options.partials_type=half: halves the partials of matmuls and "
-                       "convolutions (seed 001 section 5.2)")
+                       "convolutions (IPU optimisation guide section 5.2)")
     replicas = opts.replication_factor
     sharded = {"optimizer_state": loc.optimizer_state, "gradient_accumulators": loc.accumulators,
                "weights": loc.weights}
@@ -115,11 +116,13 @@ def _remedies(failing: Sequence[FailingIPU], exp: Any, recompute_active: bool) -
             if replicas > 1:
                 out.append(f"shard the {cat.replace('_', ' ')} across the {replicas} replicas, "
                            f"options.tensor_locations.{key}.replicated_tensor_sharding=true: keeps "
-                           f"{human(b / replicas)} of {human(b)} (seed 001 section 4.7)")
+                           f"{human(b / replicas)} of {human(b)} (IPU optimisation guide section 4.7)")
             break
     if str(opts.precision).endswith("32") and _sum(failing, "weights") > 0:
-        out.append(f"store weights in fp16, options.precision=16.16 (now {opts.precision}; seed 001 section 6.4.2)")
+        out.append(f"store weights in fp16, options.precision=16.16 (now {opts.precision}; IPU optimisation guide "
+                   "section 6.4.2)")
     layers = ", ".join(f"IPU {f.ipu} holds {f.layers} layers" for f in failing)
-    out.append(f"split the model over more IPUs, options.pipeline.layers_per_ipu ({layers}; seed 001 section 6.4)")
+    out.append(f"split the model over more IPUs, options.pipeline.layers_per_ipu ({layers}; IPU optimisation guide "
+               "section 6.4)")
     return out
 

@@ -1,7 +1,7 @@
 """Bytes per element implied by Graphcore's X.Y precision notation and the partials type.
 
 "16.16": fp16 activations, gradients and weights; "16.32": fp16 activations/gradients with fp32 master weights;
-"32.32": fp32 throughout (shared/calibration/README.md, seed 001 section 5.2).
+"32.32": fp32 throughout (the notation of Graphcore performance results; IPU optimisation guide section 5.2).
 """
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from ipuexp.graph.types import TensorInfo
 _INT_BYTES = {"int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
 
 IO_PRECISION_BYTES = {"float32": 4, "float16": 2, "int8": 1}
-"""Bytes per element of each explicit ``data.io_precision`` (seed 001 section 4.4.3); ``auto`` keeps the capture's."""
+"""Bytes per element of each explicit ``data.io_precision`` (IPU optimisation guide section 4.4.3); ``auto`` keeps
+the capture's."""
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 A pipelined program runs in pipeline cycles: in each cycle every IPU executes the stage passes due in it, then
 all IPUs synchronise and copy the tensors crossing stage boundaries over the IPU-Links (so the longest IPU bounds
-the cycle: seed 001 section 4.2, seed 002 "the execution time of the longest stage determines the duration of
-one step"). Where each pass falls is the schedule:
+the cycle: IPU optimisation guide section 4.2, PopTorch pipelining tutorial "the execution time of the longest
+stage determines the duration of one step"). Where each pass falls is the schedule:
 
 * grouped (default): micro-batch m runs forward on stage s in cycle m+s and backward in cycle m+2S-2-s, so a
   steady cycle holds every stage's forward and then every stage's backward;
@@ -12,10 +12,11 @@ one step"). Where each pass falls is the schedule:
 * sequential (sharded execution): one pass at a time, through all stages of one micro-batch before the next;
 * a single stage (one IPU, no pipeline) is grouped with S=1.
 
-Ramp-up and ramp-down (2S-2 cycles for grouped, seed 002 "steady state after 2N+1 steps") fall out of which
-passes are active. Between the cycles where a pass starts or ends its run of micro-batches, the cycles repeat
-with the schedule's period, so each such segment is simulated for one period and repeated exactly: the result
-equals cycle-by-cycle simulation (``simulate(..., record_events=True)`` does that and is used for the trace).
+Ramp-up and ramp-down (2S-2 cycles for grouped, PopTorch pipelining tutorial "steady state after 2N+1 steps")
+fall out of which passes are active. Between the cycles where a pass starts or ends its run of micro-batches,
+the cycles repeat with the schedule's period, so each such segment is simulated for one period and repeated
+exactly: the result equals cycle-by-cycle simulation (``simulate(..., record_events=True)`` does that and is
+used for the trace).
 """
 from __future__ import annotations
 
@@ -194,7 +195,7 @@ class _Simulator:
             w = self.stages[slot.stage]
             if slot.kind == "fwd":
                 if slot.stage == 0:
-                    # Without IO tiles the stream copy runs before the compute (seed 001 Fig. 4.6).
+                    # Without IO tiles the stream copy runs before the compute (IPU optimisation guide Fig. 4.6).
                     io = spec.io_exposed_s + (0.0 if spec.io_overlap else spec.io_s)
                     run(w.ipu, "host_io", io, f"host IO mb{mb}", 0, mb, "host_io")
                 run(w.ipu, "compute", w.fwd_compute, f"F{slot.stage} mb{mb}", slot.stage, mb, "fwd")

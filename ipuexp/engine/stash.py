@@ -1,11 +1,11 @@
 """Stash FIFOs: how many micro-batches a pipeline stage keeps for its backward pass, and what one entry holds.
 
-Seed 001 section 4.2: the grouped schedule stores 2N+1 activations in FIFOs on the first IPU, 2(N-1)+1 on the
-second, and so on (2(N-i)+1 on the stage with 0-based index i of N); the interleaved schedule stores N+1. The
-sequential schedule (sharded execution) has one micro-batch in flight. Seed 001 section 5.3.2 and seed 000
-section 5.1.5: with recomputation only the recomputation checkpoints are stashed (a pipeline stage's input is
-always one, PopTorch adds one per ``recomputationCheckpoint``); without it every activation saved for backward is,
-each tensor once per stage even when two consecutive blocks both save it.
+IPU optimisation guide section 4.2: the grouped schedule stores 2N+1 activations in FIFOs on the first IPU,
+2(N-1)+1 on the second, and so on (2(N-i)+1 on the stage with 0-based index i of N); the interleaved schedule
+stores N+1. The sequential schedule (sharded execution) has one micro-batch in flight. IPU optimisation guide
+section 5.3.2 and TF2 IPU guide section 5.1.5: with recomputation only the recomputation checkpoints are stashed
+(a pipeline stage's input is always one, PopTorch adds one per ``recomputationCheckpoint``); without it every
+activation saved for backward is, each tensor once per stage even when two consecutive blocks both save it.
 """
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ def fifo_depth(schedule: str, stage_index: int, num_stages: int) -> int:
 def recomputation_active(mode: str, num_stages: int) -> bool:
     """Whether activations are recomputed in the backward pass.
 
-    PopTorch turns ``pipeline`` recomputation on only for pipelined (multi-stage) graphs (graphcore-facts.md
-    section 5.1, "autoRecomputation = RecomputationType::Pipeline" with more than one IPU); ``all``
+    PopTorch turns ``pipeline`` recomputation on only for pipelined (multi-stage) graphs (``poptorch.Options``,
+    PopTorch user guide: "autoRecomputation = RecomputationType::Pipeline" with more than one IPU); ``all``
     (PopART RecomputeAll) applies to any graph.
     """
     if mode == "all":

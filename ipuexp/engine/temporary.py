@@ -1,18 +1,18 @@
 """Temporary (not-always-live) memory of one matmul or convolution: that of the plan the PopLibs planner picks.
 
-Seed 001 section 5.1 / PopLibs ``availableMemoryProportion``: the planner bounds the temporary memory of a
-product (operand copies each tile receives, partial sums, graphcore-facts.md section 5.4: "amount of memory
-allocated for use for temporary data whilst the operation is executing") by that proportion of tile memory.
+IPU optimisation guide section 5.1 / PopLibs ``availableMemoryProportion``: the planner bounds the temporary
+memory of a product (operand copies each tile receives, partial sums; PopLibs: "amount of memory allocated for
+use for temporary data whilst the operation is executing") by that proportion of tile memory.
 The bound is an upper bound, not what a product uses: the planner minimises cycles among the plans within it
 (graphcore/poplibs ``lib/poplin/PlanningObjective.hpp``: ``minimizeCycles``, ties broken by temporary bytes),
 and the fastest plan may need far less. When no plan fits, the planner serialises the product, and when even
-that fails it drops the bound and takes the plan needing the least memory (seed 001 section 5.1).
+that fails it drops the bound and takes the plan needing the least memory (IPU optimisation guide section 5.1).
 
 That planner is modelled once, for cycles and memory alike, in ``engine.cost.plan_matmul``: every split of
 M, K and N over the compute tiles (and serial steps), with the bytes each tile receives, its partials and the
 cycles of compute, exchange and partial reduction. The temporary memory here is the chosen plan's, so the time
-and the memory of an operation always describe the same plan. Seed 001 section 5.2: half partials halve the
-partials (``TileContext.partial_bytes``).
+and the memory of an operation always describe the same plan. IPU optimisation guide section 5.2: half partials
+halve the partials (``TileContext.partial_bytes``).
 
 ``embedding_serialization_factor`` (PopTorch ``serializedMatMul``, TF ``serialized_matmul``) splits the products
 with the tied vocabulary table into pieces along the vocabulary before planning; the pieces run one after the

@@ -7,15 +7,15 @@ frameworks rotate the start of each tensor past the tiles the previous one used 
 ``willow/src/popx/linearmapper.cpp``, "shift the mapping to prevent always starting at tile 0"; TensorFlow's
 ``MappingHelper`` does the same), so the remainders of successive tensors go round the tiles and a tile holds at
 most one minimum slot of a category above the category's mean. The round starts at tile 0, which is therefore the
-fullest compute tile (and where Poplar most often reports running out of memory, seed 001 section 6.1: "Out of
-memory on tile 0"). Code is spread evenly over the compute tiles (each runs the vertices of every compute set),
-and the planner keeps each tile's share of a product's temporaries within the available memory proportion of
-that tile's memory (``engine.temporary``).
+fullest compute tile (and where Poplar most often reports running out of memory, IPU optimisation guide section
+6.1: "Out of memory on tile 0"). Code is spread evenly over the compute tiles (each runs the vertices of every
+compute set), and the planner keeps each tile's share of a product's temporaries within the available memory
+proportion of that tile's memory (``engine.temporary``).
 
-IO tiles (seed 001 section 4.4.2) are the last ``num_io_tiles`` tiles of each IPU: they hold no compute data,
-only the host stream buffers of a micro-batch and their exchange code ("typically ~5% is used for the exchange
-code and buffers"); ``io_tiles_available_memory_proportion`` (TensorFlow ``IPUConfig.io_tiles``) is the share
-of an IO tile the stream buffers may use.
+IO tiles (IPU optimisation guide section 4.4.2) are the last ``num_io_tiles`` tiles of each IPU: they hold no
+compute data, only the host stream buffers of a micro-batch and their exchange code ("typically ~5% is used for
+the exchange code and buffers"); ``io_tiles_available_memory_proportion`` (TensorFlow ``IPUConfig.io_tiles``) is
+the share of an IO tile the stream buffers may use.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 LINEAR_MAP_MIN_BYTES = 128
 """Bytes a tile gets at least of a linearly mapped tensor (poplibs TileMapping.cpp ``minBytesPerTile = 128``)."""
 IO_TILE_EXCHANGE_SHARE = 0.05
-"""Share of an IO tile taken by exchange code and buffers (seed 001 section 4.4.2, "typically ~5%")."""
+"""Share of an IO tile taken by exchange code and buffers (IPU optimisation guide section 4.4.2, "typically ~5%")."""
 
 
 def tile0_excess(linear_categories: int) -> int:

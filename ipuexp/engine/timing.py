@@ -111,7 +111,7 @@ def _stage_work(exp: Any, stage: Stage, n_stages: int, ctx: TileContext, r: Rate
 
 def _weight_update_s(exp: Any, params: int, tensors: int, ctx: TileContext, r: Rates) -> float:
     """Optimizer step on one IPU: a memory-bound pass over weights, gradients and states (sharded by RTS),
-    plus streaming of off-chip optimizer state in and out (seed 001 section 5.4)."""
+    plus streaming of off-chip optimizer state in and out (IPU optimisation guide section 5.4)."""
     opts = exp.options
     pb = precision_bytes(opts.precision)
     name = option_value(exp.optimizer.name)
@@ -166,8 +166,8 @@ def _io(exp: Any, graph: Graph, r: Rates, ctx0: TileContext, ipus_per_replica: i
     io_tiles = opts.io.num_io_tiles
     overlap = False
     if io_tiles > 0 and (ipus_per_replica == 1 or option_value(opts.pipeline.schedule) == "grouped"):
-        # IO tiles overlap the transfer with compute (seed 001 4.4.2) for the share of a micro-batch their
-        # buffers hold, then the compute tiles fetch it over the exchange.
+        # IO tiles overlap the transfer with compute (IPU optimisation guide section 4.4.2) for the share of a
+        # micro-batch their buffers hold, then the compute tiles fetch it over the exchange.
         capacity = io_tiles * r.tile_memory_bytes * opts.io.io_tiles_available_memory_proportion
         held = min(1.0, capacity / nbytes) if nbytes else 1.0
         exposed += transfer * (1.0 - held)

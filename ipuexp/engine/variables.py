@@ -1,11 +1,12 @@
 """Always-live variables of one IPU: weights, gradient accumulators and optimizer state, after tensor locations.
 
-Seed 001 sections 3.4.3-3.4.5: weights, gradients and optimiser states scale with the trainable parameters and
-live for the whole program. Options (graphcore-facts.md section 5.1, ``TensorLocationSettings``): a category kept
-off chip lives in Streaming Memory and occupies the IPU only while it is streamed in for use (seed 001 section
-5.4, seed 000 section 5.1.4); replicated tensor sharding keeps 1/R of each tensor on each of R replicas and
-gathers the whole tensor when it is used (seed 001 section 4.7, seed 000 section 5.1.3). Tensors smaller than
-``min_elements_for_off_chip`` / ``min_elements_for_replicated_tensor_sharding`` are neither moved nor sharded.
+IPU optimisation guide sections 3.4.3-3.4.5: weights, gradients and optimiser states scale with the trainable
+parameters and live for the whole program. Options (``poptorch.Options`` in the PopTorch user guide,
+``TensorLocationSettings``): a category kept off chip lives in Streaming Memory and occupies the IPU only while
+it is streamed in for use (IPU optimisation guide section 5.4, TF2 IPU guide section 5.1.4); replicated tensor
+sharding keeps 1/R of each tensor on each of R replicas and gathers the whole tensor when it is used (IPU
+optimisation guide section 4.7, TF2 IPU guide section 5.1.3). Tensors smaller than ``min_elements_for_off_chip``
+/ ``min_elements_for_replicated_tensor_sharding`` are neither moved nor sharded.
 """
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ OPTIMIZER_STATES: Dict[str, Tuple[int, int]] = {
     # optimizer -> (first-order states, second-order states) per trainable parameter.
     "sgd": (0, 0),           # plain SGD keeps no state
     "sgd_momentum": (1, 0),  # velocity (torch.optim.SGD momentum_buffer)
-    "adam": (1, 1),          # first and second moments m, v (seed 001 section 3.4.3)
+    "adam": (1, 1),          # first and second moments m, v (IPU optimisation guide section 3.4.3)
     "adamw": (1, 1),         # as Adam; decoupled weight decay adds no state
-    "lamb": (1, 1),          # m, v as Adam (seed 001 section 3.4.3 names Adam and LAMB)
+    "lamb": (1, 1),          # m, v as Adam (IPU optimisation guide section 3.4.3 names Adam and LAMB)
     "lars": (1, 0),          # momentum (You et al. 2017, LARS with momentum)
 }
 

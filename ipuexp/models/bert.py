@@ -1,6 +1,6 @@
 """BERT for pre-training (masked LM + next-sentence prediction), split as Graphcore's PopTorch BERT.
 
-Placement follows examples@3cc8f81 nlp/bert/pytorch/modeling.py (shared/reference/graphcore-facts.md 2.1):
+Placement follows Graphcore's BERT example, graphcore/examples@3cc8f81 nlp/bert/pytorch/modeling.py:
 an embeddings block, one block per encoder layer, and a heads block (pooler + NSP classifier, MLM transform and
 decoder tied to the word embedding). Like Graphcore's model, the MLM head only runs on the first ``mask_tokens``
 positions: their data pipeline moves the masked tokens to the front of each sequence.

@@ -24,7 +24,7 @@ class InputSpec:
     """Shape of one sample (the micro-batch dimension is prepended)."""
     dtype: str = "float32"
     """torch dtype name: float32 for images, int32 for ids and labels (the IPU has no 64-bit integers;
-    seed 000 and seed 003 cast labels to int32 before feeding the IPU)."""
+    the TF2 IPU guide and the TF distributed-training guide cast labels to int32 before feeding the IPU)."""
     is_label: bool = False
     """True for labels (they follow the inputs)."""
     high: Optional[int] = None

@@ -1,5 +1,5 @@
-"""The PopTorch pipelining tutorial's MNIST network (shared/seeds/002, "Model definition" and "Annotation for
-model partitioning"), in its four blocks B1 to B4; the loss sits in B4 with the last layer, as in the tutorial's
+"""The PopTorch pipelining tutorial's MNIST network ("Model definition" and "Annotation for model partitioning"),
+in its four blocks B1 to B4; the loss sits in B4 with the last layer, as in the tutorial's
 ``TrainingModelWithLoss``.
 """
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional
 # GPT-2: Radford et al. 2019, table 2 (layers, d_model); vocabulary 50257 and 1024 positions from the same paper.
 # ViT: Dosovitskiy et al. 2021, table 1 (ViT-Base/Large: layers, hidden, MLP, heads); patch 16 for */16.
 # ResNet-50: He et al. 2016, table 1 ([3, 4, 6, 3] bottleneck blocks: 16 layers).
-# MNIST network: the PopTorch pipelining tutorial (shared/seeds/002, "Model definition"): blocks B1 to B4.
+# MNIST network: the PopTorch pipelining tutorial ("Model definition"): blocks B1 to B4.
 VARIANTS: Dict[str, Dict[str, Dict[str, Any]]] = {
     "bert": {
         "base": dict(layers=12, hidden=768, heads=12, ffn=3072, vocab=30522, max_positions=512),
@@ -135,9 +135,9 @@ def zoo_layers(model_cfg: Any) -> int:
 def published_mask_tokens(sequence_length: int) -> Optional[int]:
     """Graphcore's ``mask_tokens`` for a sequence length, if a published config sets one.
 
-    128 -> 20 and 512 -> 76: examples@3cc8f81 nlp/bert/pytorch/configs_pretraining.yml (pretrain_large_128,
-    pretrain_large_512); 384 -> 56: examples@187775b applications/pytorch/bert/configs.yml pretrain_large_384
-    (line 322 of the copy in shared/reference/graphcore-configs/examples/) and the PopART
-    pretrain_large_384.json. Copies in shared/reference/graphcore-configs/examples/.
+    128 -> 20 and 512 -> 76: graphcore/examples@3cc8f81 nlp/bert/pytorch/configs_pretraining.yml
+    (pretrain_large_128, pretrain_large_512); 384 -> 56: graphcore/examples@187775b
+    applications/pytorch/bert/configs.yml pretrain_large_384 (line 322) and graphcore/examples@9b61ab6
+    applications/popart/bert/configs/mk2/pretrain_large_384.json.
     """
     return {128: 20, 384: 56, 512: 76}.get(sequence_length)

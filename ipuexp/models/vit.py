@@ -12,7 +12,7 @@ from torch import nn
 from ipuexp.models.blocks import Block, InputSpec, PipelinedModel
 from ipuexp.models.transformer import Dropout, PreNormLayer, init_weights
 
-# vision/vit/pytorch/configs.yml `defaults` (examples@3cc8f81, copy in shared/reference/graphcore-configs):
+# graphcore/examples@3cc8f81 vision/vit/pytorch/configs.yml `defaults`:
 # layer_norm_eps 1e-6, hidden_dropout_prob 0.1, attention_probs_dropout_prob 0.0.
 LAYER_NORM_EPS = 1e-6
 HIDDEN_DROPOUT = 0.1

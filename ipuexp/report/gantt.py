@@ -1,8 +1,8 @@
 """A PNG Gantt chart of one step: forward, recomputation and backward blocks per IPU over time.
 
-Colours follow seed 001 Fig. 5.1 (blue forward, cyan recomputed forward, red backward); the profile in seed 002
-shows the same view. With many micro-batches the whole step is one panel and a second panel zooms on the ramp-up,
-where the blocks of single micro-batches can be read.
+Colours follow IPU optimisation guide Fig. 5.1 (blue forward, cyan recomputed forward, red backward); the profile
+in the PopTorch pipelining tutorial shows the same view. With many micro-batches the whole step is one panel and
+a second panel zooms on the ramp-up, where the blocks of single micro-batches can be read.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Which samples each host call, instance, replica and micro-batch consumes.
 
 One host call consumes micro-batch x device iterations x gradient accumulation x replicas samples (PopTorch's
-batching rule, shared/reference/graphcore-facts.md section 5.1). The samples of an epoch are put in one order
+batching rule, ``poptorch.Options`` in the PopTorch user guide). The samples of an epoch are put in one order
 (shuffled with the run's seed and the epoch number, identical in every instance: PopTorch requires the same
 seed in all processes when shuffling, [git] poptorch docs/user_guide/experimental.rst). Host call c takes the
 next contiguous block of that order, laid out as
@@ -9,8 +9,8 @@ next contiguous block of that order, laid out as
     [device iteration, instance, local replica, micro-batch, sample]
 
 so each weight update sees the same global batch whatever the split into instances, replicas and
-accumulation, and the data is sharded per instance and then per replica (shared/seeds/004, "Scaled training":
-the dataset is split into one subset per instance, then each replica gets its own subset).
+accumulation, and the data is sharded per instance and then per replica (the IPU-POD scaling talk, "Scaled
+training": the dataset is split into one subset per instance, then each replica gets its own subset).
 """
 from __future__ import annotations
 

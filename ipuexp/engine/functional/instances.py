@@ -3,8 +3,8 @@
 With ``options.num_instances`` > 1 every instance is a Ray actor owning replication_factor / num_instances
 replicas and its shard of the data; the actors form a gloo process group (torch.distributed, rendezvous on a
 free localhost TCP port), start from instance 0's weights and all-reduce their gradients every weight update
-(shared/seeds/004, "PopRun and PopDist": PopDist broadcasts the initial weights and shares the dataset between
-the instances; seed 003).
+(the IPU-POD scaling talk, "PopRun and PopDist": PopDist broadcasts the initial weights and shares the dataset
+between the instances; the TF distributed-training guide, section 9).
 """
 from __future__ import annotations
 

@@ -86,7 +86,7 @@ def make_plan(exp: Any, blocks: Sequence[Any]) -> ExecutionPlan:
                          int(o.replication_factor), int(o.num_instances))
     stages = stage_blocks(blocks, list(o.pipeline.layers_per_ipu or []), o.pipeline.device_mapping)
     # Recomputation: "all" checkpoints every block; "pipeline" recomputes each stage from its stashed inputs when
-    # the model is pipelined (PopTorch enables it only with more than one IPU, graphcore-facts.md section 5.1),
+    # the model is pipelined (PopTorch enables it only with more than one IPU: poptorch.Options, PopTorch user guide),
     # and recomputationCheckpoint at every layer output (checkpoint_every_layer) splits that further.
     checkpoint_blocks: Tuple[int, ...] = ()
     checkpoint_stages = False

@@ -1,10 +1,11 @@
 """Number formats of a functional run: fp16 compute, weight storage, stochastic rounding and loss scaling.
 
-Graphcore's X.Y notation gives the activation/gradient type X and the weight (master) type Y
-(shared/calibration/README.md, seed 001 section 5.2): "16.16" computes and stores weights in fp16, "16.32"
+Graphcore's X.Y notation gives the activation/gradient type X and the weight (master) type Y (as in Graphcore
+performance results; IPU optimisation guide section 5.2): "16.16" computes and stores weights in fp16, "16.32"
 computes in fp16 from fp32 master weights, "32.32" is fp32 throughout. The weight update itself is computed
-in fp32 and rounded into the stored format, to nearest or stochastically (``enableStochasticRounding``, seed 001
-"Enabling stochastic rounding to improve the average numerical accuracy, in particular during weight update").
+in fp32 and rounded into the stored format, to nearest or stochastically (``enableStochasticRounding``, IPU
+optimisation guide "Enabling stochastic rounding to improve the average numerical accuracy, in particular during
+weight update").
 """
 from __future__ import annotations
 

@@ -6,15 +6,15 @@ each stage's stash for as long as the schedule keeps them there:
 
 * grouped (PopTorch/TF default): PopART's pipeline has 2S - 1 pipeline stages, forward stages 0..S-1 then
   backward stages S-2..0, the last stage running its forward and backward together ([git]
-  poptorch popart_compiler CompilerImpl.cpp, shared/reference/graphcore-facts.md section 5.1). Micro-batch m
+  poptorch popart_compiler CompilerImpl.cpp; ``poptorch.Options``, PopTorch user guide). Micro-batch m
   is in pipeline stage p at cycle m + p; in a cycle all IPUs run their forward, then their backward. Stage s
   stashes 2(S - 1 - s) + 1 micro-batches: 2N + 1 on the first IPU and 2(N - 1) + 1 on the second, N = S - 1
-  (shared/seeds/001, section 4.2, "Grouped scheduling requires storing").
+  (IPU optimisation guide, section 4.2, "Grouped scheduling requires storing").
 * interleaved: each stage alternates one forward and one backward once its pipeline is full (stage s first
-  runs S - 1 - s forwards), so it stashes S - s micro-batches: N + 1 on the first IPU (seed 001, section 4.2,
-  "Interleaved scheduling requires storing N+1 FIFOs").
+  runs S - 1 - s forwards), so it stashes S - s micro-batches: N + 1 on the first IPU (IPU optimisation guide,
+  section 4.2, "Interleaved scheduling requires storing N+1 FIFOs").
 * sequential (``ShardedExecution``): one micro-batch at a time through every stage, forward then backward
-  (seed 000, section 3.2; seed 002, "Sharded execution (sequential)").
+  (TF2 IPU guide, section 3.2; PopTorch pipelining tutorial, "Sharded execution (sequential)").
 
 Every schedule runs the backward passes of a stage in micro-batch order, so gradients are accumulated in the
 same order and all schedules produce the same weights.

@@ -246,7 +246,8 @@ def _gloo_allreduce(tensors: List[Any]) -> None:
 
 
 def _broadcast_from_first(model: Any) -> None:
-    """Every instance starts from instance 0's weights and buffers (PopDist broadcasts initial weights, seed 004)."""
+    """Every instance starts from instance 0's weights and buffers (PopDist broadcasts initial weights: the IPU-POD
+    scaling talk)."""
     import torch
     import torch.distributed as dist
 
