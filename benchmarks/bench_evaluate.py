@@ -25,13 +25,13 @@ def main() -> int:
     args = parser.parse_args()
 
     from ipuexp.config.schema import PartialsType, Schedule
-    from ipuexp.engine.timing import estimate_throughput
+    from ipuexp.emulator.timing import estimate_throughput
     from ipuexp.graph.capture import capture
     from ipuexp.graph.stages import assign_stages
-    from ipuexp.validate import compose
+    from ipuexp.config.compose import compose_recipe as compose
 
     try:
-        from ipuexp.engine.memory import estimate_memory
+        from ipuexp.emulator.memory import estimate_memory
     except ImportError:  # the memory model is optional for this benchmark
         estimate_memory = None
 

@@ -53,8 +53,8 @@ class Plain:
     def __init__(self, exp: Any, train: Tuple[Any, ...], stages: List[List[int]], recompute: bool) -> None:
         import torch
 
-        from ipuexp.engine.functional.optim import build_optimizer
-        from ipuexp.engine.functional.batching import BatchLayout
+        from ipuexp.training.optim import build_optimizer
+        from ipuexp.training.batching import BatchLayout
         from ipuexp.models import build_model
 
         with torch.random.fork_rng(devices=[]):
@@ -104,8 +104,8 @@ class Plain:
 def measure(recomputation: str, calls: int, rounds: int, data_path: str) -> dict:
     import torch
 
-    from ipuexp.engine.functional.batching import epoch_order
-    from ipuexp.engine.functional.worker import InstanceWorker
+    from ipuexp.training.batching import epoch_order
+    from ipuexp.training.worker import InstanceWorker
 
     exp = experiment(recomputation, data_path)
     worker = InstanceWorker(exp)

@@ -26,10 +26,10 @@ class Evaluation:
 
 def evaluate(exp: Any, cache_dir: Optional[str] = None, with_events: bool = False) -> Evaluation:
     """Run the analytic engine for a validated ExperimentConfig object; no files written."""
-    from ipuexp.engine.memory import liveness_of, memory_figures, plan_ipus
-    from ipuexp.engine.model_figures import model_figures
-    from ipuexp.engine.timing import analyse
-    from ipuexp.engine.timing import figures as throughput_figures
+    from ipuexp.emulator.memory import liveness_of, memory_figures, plan_ipus
+    from ipuexp.emulator.model_figures import model_figures
+    from ipuexp.emulator.timing import analyse
+    from ipuexp.emulator.timing import figures as throughput_figures
     from ipuexp.runner.captures import capture
     from ipuexp.graph.stages import assign_stages
 
@@ -98,8 +98,8 @@ def run_job(cfg: DictConfig, out_dir: str | Path = ".") -> Optional[Result]:
         if charts:
             _save_charts(ev, out)
         if exp.engine.mode.value == "functional":
-            from ipuexp.engine.functional import run_functional
-            from ipuexp.engine.functional.checkpoint import latest
+            from ipuexp.training import run_functional
+            from ipuexp.training.checkpoint import latest
 
             result.functional = run_functional(exp, tracker=run, out_dir=out,
                                                predicted_samples_per_s=result.throughput.samples_per_s)

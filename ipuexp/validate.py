@@ -118,7 +118,7 @@ def prepare(rows: Sequence[Row], cache_dir: Optional[str] = None) -> List[Case]:
 
 def predict(case: Case, constants: Optional[Dict[str, float]] = None) -> float:
     """Samples per second of a case, with ``constants`` replacing the configured calibration values."""
-    from ipuexp.engine.timing import estimate_throughput
+    from ipuexp.emulator.timing import estimate_throughput
 
     if constants:
         case.exp.ipu.calibration = {**dict(case.exp.ipu.calibration), **constants}
@@ -212,7 +212,7 @@ def calibration_block(report: Report, generation: str, priors: Dict[str, Any], r
     fitted_here = generation in {o.row.ipu for o in report.outcomes}
     lines = [
         "calibration:",
-        "  # Constants of the cycle model (ipuexp/engine/hardware.py Calibration). Fitted values come from",
+        "  # Constants of the cycle model (ipuexp/emulator/hardware.py Calibration). Fitted values come from",
         "  # `python -m ipuexp.validate --fit`: scipy.optimize.least_squares on log(predicted / published) over the",
         "  # rows of the calibration table (ipuexp/calibration/published-throughput.csv), log-parameterised within",
         "  # physical bounds (ipuexp/validate.py FITTED). They are counted in cycles and shared by Mk2 and Bow:",

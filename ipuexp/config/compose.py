@@ -36,3 +36,8 @@ def load_experiment(*overrides: str) -> Any:
     cfg = compose_config(overrides)
     validate(cfg)
     return OmegaConf.to_object(cfg)
+
+
+def compose_recipe(recipe: str, overrides: Iterable[str] = ()) -> Any:
+    """The validated ExperimentConfig object of ``+recipe=NAME`` with command-line style ``overrides``."""
+    return load_experiment(f"+recipe={recipe}", *overrides)

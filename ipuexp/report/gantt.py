@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from ipuexp.engine.schedule import Event
+from ipuexp.emulator.schedule import Event
 
 COLOURS: Dict[str, str] = {
     "fwd": "tab:blue",
@@ -96,7 +96,7 @@ def _raster(ax, events: Sequence[Event], ipus: List[int], end: float, scale: flo
 
 
 def draw_gantt(events: Sequence[Event], path: Union[str, Path], title: str = "") -> Path:
-    """Draw the step's events (``ipuexp.engine.timing.step_events``) to a PNG at ``path``."""
+    """Draw the step's events (``ipuexp.emulator.timing.step_events``) to a PNG at ``path``."""
     import matplotlib
 
     matplotlib.use("Agg")

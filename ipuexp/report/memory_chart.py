@@ -64,7 +64,7 @@ def save_liveness_chart(steps: Sequence[Tuple[str, int, int]], path: Union[str, 
                         capacity_bytes: Optional[int] = None, title: Optional[str] = None) -> Path:
     """Always-live and not-always-live bytes at each program step of one IPU; returns the PNG path.
 
-    ``steps`` are (label, always-live bytes, not-always-live bytes), as ``engine.memory.liveness_series`` gives.
+    ``steps`` are (label, always-live bytes, not-always-live bytes), as ``emulator.memory.liveness_series`` gives.
     """
     plt = _pyplot()
     path = Path(path)

@@ -1,0 +1,249 @@
+"""Cycles of the operations of a captured block on one IPU.
+
+The IPU runs bulk-synchronous supersteps: sync, exchange, compute (IPU optimisation guide section 2.1). An
+operation costs
+
+* matmul/convolution: a tile partition chosen like PopLibs' planner (split M, K, N over the compute tiles; the
+  operands each tile needs are received over the exchange at ``exchange_bytes_per_cycle`` per tile, as PopLibs'
+  ``ExchangeEstimator`` counts them; partials split over K are reduced in a second superstep). The plan must fit
+  the ``availableMemoryProportion`` share of tile memory, otherwise the operation is serialised into steps; when
+  nothing fits, the planner drops the proportion and takes the plan needing the least memory (IPU optimisation
+  guide sections 4.1 and 5.1). Plans are cached per shape and tile context, so a sweep re-plans nothing. AMP
+  compute runs at the precision's rate; half partials double it and halve the partials' memory (IPU optimisation
+  guide section 5.2).
+* element-wise, normalisation, softmax and the rest: bound by tile memory bandwidth.
+* every superstep: the BSP sync plus a fixed compute-set cost.
+
+Backward costs come from the captured backward ops (about 2x forward, IPU optimisation guide section 5.3.2);
+recomputation adds the forward again (``schedule``/``timing`` decide where).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Dict, Sequence, Tuple
+
+import numpy as np
+
+from ipuexp.emulator.hardware import TileContext
+from ipuexp.graph.types import BlockCapture, OpRecord
+
+MAX_SERIAL_SPLIT = 64
+"""Largest number of serial steps a plan may take to fit the memory proportion."""
+
+# Reads of the input per element for multi-pass vertices: layer/batch norm take statistics, then normalise;
+# softmax takes the max, then the exponent sum, then normalises.
+_READ_PASSES = {"norm": 2.0, "softmax": 3.0}
+# Supersteps per occurrence: a cross-tile statistic needs a reduction superstep before the element-wise one.
+_SUPERSTEPS = {"norm": 2, "softmax": 2, "reduction": 2}
+
+
+@dataclass(frozen=True)
+class MatmulPlan:
+    """The chosen partition of one matmul occurrence."""
+
+    split_m: int
+    split_k: int
+    split_n: int
+    serial: int
+    """Serial steps (1 when the plan fits the memory proportion in one go)."""
+    compute_cycles: float
+    """AMP and partial-reduction cycles."""
+    exchange_cycles: float
+    """Operand and partial exchange plus superstep overheads."""
+    temp_bytes_per_tile: float
+    fits: bool
+    """False when no plan fits the proportion: the plan needing the least temporary memory is used."""
+
+    @property
+    def cycles(self) -> float:
+        return self.compute_cycles + self.exchange_cycles
+
+
+@dataclass
+class Cycles:
+    """Cycles of some work on one IPU, split for the time breakdown."""
+
+    compute: float = 0.0
+    exchange: float = 0.0
+    """Internal exchange, syncs and compute-set overheads."""
+
+    @property
+    def total(self) -> float:
+        return self.compute + self.exchange
+
+    def __iadd__(self, other: "Cycles") -> "Cycles":
+        self.compute += other.compute
+        self.exchange += other.exchange
+        return self
+
+
+@dataclass
+class BlockCycles:
+    fwd: Cycles
+    bwd: Cycles
+
+
+@lru_cache(maxsize=64)
+def _candidates(tiles: int) -> np.ndarray:
+    """Tile splits tried along one dimension: every small count, the powers of two (and three times them) and
+    the tile count divided by small counts (so that every tile can be used)."""
+    values = set(range(1, 33)) | {tiles // d for d in range(1, 33)}
+    p = 1
+    while p <= tiles:
+        values.update((p, 3 * p))
+        p *= 2
+    return np.array(sorted(v for v in values if v <= tiles), dtype=np.float64)
+
+
+def _evaluate(m: float, k: float, n: float, a: float, b: float, batch: int,
+              ctx: TileContext) -> Tuple[np.ndarray, ...]:
+    """Every (split_m, split_k) candidate, split_n taking the remaining tiles: its splits, temporary bytes per
+    tile, and its cost in parts that the fitted constants scale (so that a plan space serves any calibration):
+    AMP cycles at full efficiency, partial-reduction bytes, exchange cycles and supersteps.
+
+    ``batch`` > 1 is a batched product (M holds ``batch`` independent row blocks, each with its own right
+    operand): splitting M then also splits the right operand."""
+    c = _candidates(ctx.compute_tiles)
+    pm, pk = np.meshgrid(c, c, indexing="ij")
+    pm, pk = pm.ravel(), pk.ravel()
+    ok = (pm * pk <= ctx.compute_tiles) & (pm <= max(m, 1)) & (pk <= max(np.ceil(k / ctx.amp_grain), 1))
+    pm, pk = pm[ok], pk[ok]
+    pn = np.minimum(np.floor(ctx.compute_tiles / (pm * pk)), max(n, 1))
+    mt, kt, nt = np.ceil(m / pm), np.ceil(k / pk), np.ceil(n / pn)
+    g, w = ctx.amp_grain, ctx.workers
+    # AMP work per tile: K padded to the AMP's input grain, rows shared over the worker threads.
+    amp = 2.0 * (np.ceil(mt / w) * w) * nt * (np.ceil(kt / g) * g) / ctx.flops_per_cycle
+    a_recv = a / (pm * pk) * ctx.input_bytes
+    b_recv = b / (pk * pn * np.minimum(pm, batch)) * ctx.input_bytes
+    # The left operand (activations) goes to all split_n tiles of its row block; PopLibs places those tiles in
+    # pairs sharing an exchange bus, which receive the same data in the same cycle (ExchangeEstimator: double
+    # bandwidth for input elements when the output-channel split is even).
+    a_rate = np.where(pn % 2 == 0, 2.0, 1.0) * ctx.exchange_bytes_per_cycle
+    partials = mt * nt * ctx.partial_bytes
+    reduce_share = (pk - 1) / pk
+    # Partials split over K are exchanged to their reducing tile, then added (read two, write one).
+    reduce_bytes = 2.0 * reduce_share * partials
+    exchange = a_recv / a_rate + (b_recv + reduce_share * partials) / ctx.exchange_bytes_per_cycle
+    steps = 1.0 + (pk > 1)
+    return pm, pk, pn, amp, reduce_bytes, exchange, steps, a_recv + b_recv + partials
+
+
+def _space_key(ctx: TileContext) -> TileContext:
+    """The context with the memory proportion and the fitted constants neutralised: what a plan space depends on."""
+    return replace(ctx, amp_proportion=0.0, amp_efficiency=1.0, vector_efficiency=1.0, compute_set_cycles=0.0,
+                   sync_cycles=0.0)
+
+
+@lru_cache(maxsize=4096)
+def _plan_space(m: int, k: int, n: int, a_elems: float, b_elems: float, batch: int,
+                key: TileContext) -> Tuple[np.ndarray, ...]:
+    """Every candidate plan of a product (tile splits x serial steps along M or N), for ``_space_key`` contexts.
+    Selecting from it for a memory proportion and a calibration is a few vector operations."""
+    parts = []
+    serial = 1
+    while serial <= MAX_SERIAL_SPLIT:
+        # Serialise along M (rows share the weights) or N (columns share the input).
+        for dim in ("m", "n") if serial > 1 else ("m",):
+            sm, sn = (serial, 1) if dim == "m" else (1, serial)
+            # Serial steps over M of a batched product take whole batches, and their right operands with them.
+            batch_s = max(1, batch // sm)
+            a_s, b_s = a_elems / sm, b_elems / sn / (batch / batch_s)
+            pm, pk, pn, amp, red, exch, steps, temp = _evaluate(m / sm, k, n / sn, a_s, b_s, batch_s, key)
+            parts.append((amp * serial, red * serial, exch * serial, steps * serial, temp, pm, pk, pn,
+                          np.full(pm.shape, serial)))
+        serial *= 2
+    return tuple(np.concatenate(x) for x in zip(*parts))
+
+
+@lru_cache(maxsize=16384)
+def plan_matmul(m: int, k: int, n: int, a_elems: float, b_elems: float, batch: int, ctx: TileContext) -> MatmulPlan:
+    """Fastest partition of an [m,k] x [k,n] product whose operands hold ``a_elems`` and ``b_elems`` elements
+    (a convolution's input is smaller than its im2col view; a batched product has ``batch`` right operands)
+    whose temporary memory per tile fits the memory proportion, serialising the product if needed. When no plan
+    fits, the planner drops the bound (IPU optimisation guide section 5.1) and takes the plan needing the least
+    temporary memory."""
+    amp, red, exch, steps, temp, pm, pk, pn, serial = _plan_space(m, k, n, a_elems, b_elems, batch, _space_key(ctx))
+    compute = amp / ctx.amp_efficiency + red / (ctx.tile_bytes_per_cycle * ctx.vector_efficiency)
+    exchange = exch + steps * (ctx.sync_cycles + ctx.compute_set_cycles)
+    total = compute + exchange
+    fit = temp <= ctx.amp_proportion * ctx.tile_memory_bytes
+    fits = bool(fit.any())
+    i = int(np.argmin(np.where(fit, total, np.inf))) if fits else int(np.lexsort((total, temp))[0])
+    return MatmulPlan(int(pm[i]), int(pk[i]), int(pn[i]), int(serial[i]), float(compute[i]), float(exchange[i]),
+                      float(temp[i]), fits)
+
+
+def matmul_operands(rec: OpRecord, m: int, k: int, n: int) -> Tuple[float, float, int, int]:
+    """Elements of the two operands of one occurrence, how many right operands it has (batched products) and
+    the number of [m,k,n] products it performs (a convolution's backward computes two)."""
+    count = max(rec.count, 1)
+    reads = rec.elements_read / count
+    products = max(1, round(rec.flops / count / (2.0 * m * k * n))) if rec.flops else 1
+    if rec.kind == "conv":
+        b = float(k * n) * products  # weights (or their gradient's operands)
+        a = max(reads - b, float(m))
+    else:
+        a = float(min(m * k, reads)) if reads else float(m * k)
+        b = max(reads - a, float(k * n)) if reads else float(k * n)
+    batch = max(1, min(m, round(b / (k * n))))
+    return a / products, b / products, (1 if rec.kind == "conv" else batch), products
+
+
+def op_cycles(rec: OpRecord, ctx: TileContext) -> Cycles:
+    """Cycles of all occurrences of one op record."""
+    count = max(rec.count, 1)
+    if rec.kind in ("matmul", "conv"):
+        if rec.matmul_shape:
+            m, k, n = (max(int(x), 1) for x in rec.matmul_shape)
+            a, b, batch, products = matmul_operands(rec, m, k, n)
+            plan = plan_matmul(m, k, n, round(a), round(b), batch, ctx)
+            return Cycles(plan.compute_cycles * products * count, plan.exchange_cycles * products * count)
+        amp = rec.flops / (ctx.compute_tiles * ctx.flops_per_cycle * ctx.amp_efficiency)
+        return Cycles(amp, count * (ctx.sync_cycles + ctx.compute_set_cycles))
+    if rec.kind == "data" and rec.elements_written == 0:
+        return Cycles()  # a view: no data moves
+    passes = _READ_PASSES.get(rec.kind, 1.0)
+    nbytes = (rec.elements_read * passes + rec.elements_written) * ctx.activation_bytes
+    compute = nbytes / (ctx.compute_tiles * ctx.tile_bytes_per_cycle * ctx.vector_efficiency)
+    steps = _SUPERSTEPS.get(rec.kind, 1) * count
+    return Cycles(compute, steps * (ctx.sync_cycles + ctx.compute_set_cycles))
+
+
+def block_cycles(block: BlockCapture, ctx: TileContext) -> BlockCycles:
+    """Forward and backward cycles of one block per micro-batch."""
+    fwd, bwd = Cycles(), Cycles()
+    for rec in block.ops:
+        if rec.phase == "fwd":
+            fwd += op_cycles(rec, ctx)
+        else:
+            bwd += op_cycles(rec, ctx)
+    return BlockCycles(fwd, bwd)
+
+
+def _signature(block: BlockCapture) -> Tuple[int, ...]:
+    """Identical repeated layers (same FLOPs, parameters, saved and peak elements, op counts) cost the same."""
+    return (block.fwd_flops, block.bwd_flops, block.parameters, block.saved_elements, block.peak_fwd_elements,
+            block.op_count_fwd, block.op_count_bwd, len(block.ops))
+
+
+def blocks_cycles(blocks: Sequence[BlockCapture], ctx: TileContext,
+                  memo: Dict[Tuple[int, ...], BlockCycles] | None = None) -> BlockCycles:
+    """Sum over ``blocks``; ``memo`` (one per ``ctx``) shares the cost of identical layers."""
+    memo = {} if memo is None else memo
+    fwd, bwd = Cycles(), Cycles()
+    for block in blocks:
+        key = _signature(block)
+        bc = memo.get(key)
+        if bc is None:
+            bc = memo[key] = block_cycles(block, ctx)
+        fwd += bc.fwd
+        bwd += bc.bwd
+    return BlockCycles(fwd, bwd)
+
+
+def vector_cycles(nbytes: float, ctx: TileContext, supersteps: int = 1) -> Cycles:
+    """A memory-bound pass over ``nbytes`` spread over the compute tiles (optimizer, gradient accumulation)."""
+    compute = nbytes / (ctx.compute_tiles * ctx.tile_bytes_per_cycle * ctx.vector_efficiency)
+    return Cycles(compute, supersteps * (ctx.sync_cycles + ctx.compute_set_cycles))
+

@@ -1,0 +1,166 @@
+"""Rates of one IPU generation and system, derived from ``conf/ipu`` and ``conf/system``.
+
+Every hardware figure comes from the config (each with its source in the YAML); the fitted constants come from
+the ``calibration:`` block of ``conf/ipu/<gen>.yaml`` (each with its fitting note). Nothing here is a literal
+hardware number: this module only turns the configured figures into the units the cost model uses.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Mapping
+
+from ipuexp.config.schema import option_value
+from ipuexp.emulator.precision import partials_bytes, precision_bytes
+from ipuexp.emulator.temporary import amp_for_ipu
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Constants of the cycle model; values and fitting notes live in ``conf/ipu/<gen>.yaml`` ``calibration:``."""
+
+    amp_efficiency: float
+    """Share of the AMP peak reached inside matmul/convolution vertices (pipeline fill, loop overheads)."""
+    vector_efficiency: float
+    """Share of the tile load/store bandwidth reached by element-wise, normalisation and softmax vertices."""
+    compute_set_cycles: float
+    """Fixed cycles of one compute set beyond its BSP sync (supervisor start, worker dispatch, small-vertex tail)."""
+    amp_grain: int
+    """Input channels the AMP consumes per pass at 16-bit inputs (half at 32-bit); matmul K is padded to it."""
+    links_per_neighbour: int
+    """IPU-Links between two neighbouring IPUs (inter-IPU copies, collective rings)."""
+    global_sync_cycles: float
+    """Cycles of one synchronisation across the IPUs of a pipeline (one per pipeline cycle)."""
+    host_latency_s: float
+    """Seconds of one host round trip: paid per host call, and per stream copy when the host is not ahead."""
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any], generation: str) -> "Calibration":
+        missing = [f.name for f in fields(cls) if f.name not in values]
+        if missing:
+            raise ValueError(f"ipu.calibration is missing {', '.join(missing)} for generation {generation!r}: "
+                             f"see conf/ipu/{generation}.yaml")
+        # YAML numbers may arrive as int or float; the annotation (a string here) names the wanted type.
+        cal = cls(**{f.name: (int if f.type == "int" else float)(values[f.name]) for f in fields(cls)})
+        checks = {"amp_efficiency": (0 < cal.amp_efficiency <= 1, "in (0, 1]"),
+                  "vector_efficiency": (0 < cal.vector_efficiency <= 1, "in (0, 1]"),
+                  "compute_set_cycles": (cal.compute_set_cycles >= 0, ">= 0"),
+                  "amp_grain": (cal.amp_grain >= 1, ">= 1"),
+                  "links_per_neighbour": (cal.links_per_neighbour >= 1, ">= 1"),
+                  "global_sync_cycles": (cal.global_sync_cycles >= 0, ">= 0"),
+                  "host_latency_s": (cal.host_latency_s >= 0, ">= 0")}
+        for name, (ok, allowed) in checks.items():
+            if not ok:
+                raise ValueError(f"ipu.calibration.{name}={getattr(cal, name)!r} is invalid: allowed {allowed}")
+        return cal
+
+
+@dataclass(frozen=True)
+class TileContext:
+    """What the op cost model needs about one IPU under one configuration (hashable: plans are cached on it)."""
+
+    compute_tiles: int
+    """Tiles left for compute (all tiles minus IO tiles)."""
+    tile_memory_bytes: int
+    amp_proportion: float
+    """availableMemoryProportion on this IPU."""
+    flops_per_cycle: float
+    """Peak AMP FLOPs per cycle per tile at this precision and partials type."""
+    input_bytes: int
+    """Bytes per matmul/conv input element."""
+    partial_bytes: int
+    """Bytes per matmul/conv partial."""
+    activation_bytes: int
+    """Bytes per activation element (element-wise work)."""
+    tile_bytes_per_cycle: float
+    exchange_bytes_per_cycle: float
+    """Bytes a tile can receive per cycle during an exchange phase."""
+    sync_cycles: float
+    amp_efficiency: float
+    vector_efficiency: float
+    compute_set_cycles: float
+    amp_grain: int
+    workers: int
+    """Worker threads per tile (``ipu.workers_per_tile``)."""
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Seconds-level rates of the system for one configuration."""
+
+    clock_hz: float
+    tiles: int
+    io_tiles: int
+    peak_flops_per_ipu: float
+    """Peak FP16.16 FLOP/s of one IPU (the system's upper bound)."""
+    neighbour_link_bytes_per_s: float
+    """Bandwidth between two neighbouring IPUs (inter-IPU copies, ring collectives)."""
+    host_link_bytes_per_s: float
+    """Host link bandwidth of one IPU-Machine."""
+    streaming_memory_bytes_per_s: float
+    gw_link_bytes_per_s: float
+    ipus_per_machine: int
+    num_racks: int
+    tile_memory_bytes: int
+    exchange_bytes_per_cycle: float
+    tile_bytes_per_cycle: float
+    calibration: Calibration
+
+
+def amp_flops_per_cycle(ipu: Any, precision: str, partials_type: Any) -> float:
+    """Peak AMP FLOPs per cycle per tile: the fp16 figure is for half partials; float partials halve it
+    (IPU optimisation guide section 5.2: each halving of the partials precision doubles matmul/convolution
+    speed)."""
+    if precision_bytes(precision).compute >= 4:
+        return float(ipu.flops_per_cycle_per_tile_fp32)
+    fp16 = float(ipu.flops_per_cycle_per_tile_fp16)
+    return fp16 if partials_bytes(option_value(partials_type)) == 2 else fp16 / 2
+
+
+
+def rates(exp: Any) -> Rates:
+    ipu, system = exp.ipu, exp.system
+    cal = Calibration.from_mapping(ipu.calibration or {}, ipu.name)
+    clock = float(ipu.clock_hz)
+    tiles = int(ipu.tiles)
+    per_link = float(ipu.ipu_link_bytes_per_s) / max(int(ipu.ipu_links), 1)
+    return Rates(
+        clock_hz=clock,
+        tiles=tiles,
+        io_tiles=int(exp.options.io.num_io_tiles),
+        peak_flops_per_ipu=float(ipu.flops_per_cycle_per_tile_fp16) * tiles * clock,
+        neighbour_link_bytes_per_s=per_link * cal.links_per_neighbour,
+        host_link_bytes_per_s=float(ipu.host_link_bytes_per_s),
+        streaming_memory_bytes_per_s=float(ipu.streaming_memory_bytes_per_s),
+        gw_link_bytes_per_s=float(system.gw_link_bytes_per_s),
+        ipus_per_machine=int(system.ipus_per_machine),
+        num_racks=max(1, int(system.num_racks)),
+        tile_memory_bytes=int(ipu.memory_per_tile_bytes),
+        exchange_bytes_per_cycle=float(ipu.exchange_bytes_per_s) / clock / tiles,
+        tile_bytes_per_cycle=float(ipu.tile_memory_bytes_per_cycle),
+        calibration=cal,
+    )
+
+
+def tile_context(exp: Any, r: Rates, ipu_index: int, num_ipus: int) -> TileContext:
+    """The op cost model's view of IPU ``ipu_index`` of a replica of ``num_ipus`` IPUs."""
+    opts = exp.options
+    pb = precision_bytes(opts.precision)
+    half_inputs = pb.compute == 2
+    cal = r.calibration
+    return TileContext(
+        compute_tiles=max(1, r.tiles - r.io_tiles),
+        tile_memory_bytes=r.tile_memory_bytes,
+        amp_proportion=amp_for_ipu(opts.available_memory_proportion, ipu_index, num_ipus),
+        flops_per_cycle=amp_flops_per_cycle(exp.ipu, opts.precision, opts.partials_type),
+        input_bytes=pb.compute,
+        partial_bytes=max(partials_bytes(option_value(opts.partials_type)), pb.compute),
+        activation_bytes=pb.activation,
+        tile_bytes_per_cycle=r.tile_bytes_per_cycle,
+        exchange_bytes_per_cycle=r.exchange_bytes_per_cycle,
+        sync_cycles=float(exp.ipu.sync_cycles),
+        workers=int(exp.ipu.workers_per_tile),
+        amp_efficiency=cal.amp_efficiency,
+        vector_efficiency=cal.vector_efficiency,
+        compute_set_cycles=cal.compute_set_cycles,
+        amp_grain=cal.amp_grain if half_inputs else max(1, cal.amp_grain // 2),
+    )

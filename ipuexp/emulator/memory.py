@@ -1,0 +1,428 @@
+"""IPU memory model: for every IPU of a replica, always-live and not-always-live bytes by category, per tile.
+
+IPU optimisation guide sections 3.2-3.5: an IPU holds variables (weights, gradient accumulators, optimizer
+state), code (vertex and control code, internal, host and global exchange code) and data whose liveness varies.
+Always-live memory is held for the whole program; not-always-live memory is the peak over the program steps of
+what is live at each step (IPU optimisation guide section 3.3, PopVision's liveness report). The steps of one IPU
+are, for each of its pipeline stages, the forward pass of each block, then in reverse the backward pass of each
+block (preceded by the recomputation of its checkpoint segment when recomputation is on), then the weight
+update. A tensor that one block passes to the next and both save for backward
+(``emulator.stash.shared_saved_bytes``) is held once on the IPU, in a stash entry and in a recomputed segment
+alike.
+
+Categories (result.json ``memory.ipus[i].breakdown``):
+always live: weights, gradient_accumulators, optimizer_state, stash (FIFOs of the pipeline, live across the whole
+pipeline loop), host_io_buffers (stream buffers of a micro-batch), control_code, internal_exchange_code,
+host_exchange_code, global_exchange_code;
+not always live (at the IPU's peak step): activations (working set of the step, recomputed activations
+included), temporary (matmul/convolution temporaries of the plans the planner picks, ``engine.temporary``),
+gradients (weight gradients waiting for the update when there are no accumulators), streamed (tensors loaded
+from Streaming Memory or gathered from shards for the step).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+
+from ipuexp.config.schema import option_value
+from ipuexp.emulator.code_size import SERIALISED_OP_UNITS, CodeUnits, code_bytes
+from ipuexp.emulator.hardware import rates, tile_context
+from ipuexp.emulator.oom import FailingIPU, oom_lines
+from ipuexp.emulator.precision import IO_PRECISION_BYTES, float_elements, is_float, precision_bytes, tensor_bytes
+from ipuexp.emulator.stash import (StageStash, fifo_depth, own_saved_bytes, recomputation_active, saved_bytes,
+                                 segment_starts, stage_stash)
+from ipuexp.emulator.temporary import matmul_temporary
+from ipuexp.emulator.tiles import TileLoad, tile0_excess, tile_load
+from ipuexp.emulator.variables import OPTIMIZER_STATES, place, state_bytes
+from ipuexp.graph.types import BlockCapture, Graph, Stage, TensorInfo
+from ipuexp.result import IPUMemory, MemoryFigures
+
+ALWAYS_LIVE = ("weights", "gradient_accumulators", "optimizer_state", "stash", "host_io_buffers", "control_code",
+               "internal_exchange_code", "host_exchange_code", "global_exchange_code")
+NOT_ALWAYS_LIVE = ("activations", "temporary", "gradients", "streamed")
+CATEGORIES = ALWAYS_LIVE + NOT_ALWAYS_LIVE
+
+
+class LivenessStep(NamedTuple):
+    """Bytes live at one program step of one IPU."""
+
+    label: str
+    always_live: int
+    not_always_live: int
+
+
+
+@dataclass
+class _Settings:
+    """The configuration values the model reads, resolved once per call."""
+
+    training: bool
+    act: int
+    weight: int
+    replicas: int
+    accumulate: bool
+    schedule: str
+    recompute_mode: str
+    every_layer: bool
+    first_state: int
+    second_state: int
+    state_tensors: int
+    locations: Any
+    tiles: int
+    tile_memory: int
+    io_tiles: int
+    io_proportion: float
+    prefetch: int
+    synthetic: bool
+    io_float_bytes: int
+    serialisation: int
+    proportion: Any
+
+
+def _settings(exp: Any) -> _Settings:
+    opts = exp.options
+    prec = precision_bytes(str(opts.precision))
+    optimizer = option_value(exp.optimizer.name)
+    if optimizer not in OPTIMIZER_STATES:
+        raise ValueError(f"optimizer.name: {optimizer!r} is not allowed; allowed: {', '.join(OPTIMIZER_STATES)}")
+    first, second = state_bytes(optimizer, option_value(exp.optimizer.state_precision))
+    io_precision = str(exp.data.io_precision)
+    return _Settings(
+        training=bool(exp.training), act=prec.activation, weight=prec.weight,
+        replicas=int(opts.replication_factor),
+        accumulate=int(opts.gradient_accumulation) > 1, schedule=option_value(opts.pipeline.schedule),
+        recompute_mode=option_value(opts.recomputation.mode),
+        every_layer=bool(opts.recomputation.checkpoint_every_layer),
+        first_state=first, second_state=second, state_tensors=sum(OPTIMIZER_STATES[optimizer]),
+        locations=opts.tensor_locations, tiles=int(exp.ipu.tiles), tile_memory=int(exp.ipu.memory_per_tile_bytes),
+        io_tiles=int(opts.io.num_io_tiles), io_proportion=float(opts.io.io_tiles_available_memory_proportion),
+        prefetch=max(int(opts.io.prefetch_depth), 1), synthetic=bool(opts.synthetic_data),
+        io_float_bytes=IO_PRECISION_BYTES.get(io_precision, prec.activation),
+        serialisation=max(int(opts.embedding_serialization_factor), 1), proportion=opts.available_memory_proportion,
+    )
+
+
+@dataclass
+class _BlockFigures:
+    """Per-block aggregates for one IPU (identical blocks share them)."""
+
+    temp_fwd: int
+    temp_bwd: int
+    code_keys: Set[Tuple[Any, ...]]
+    serialised: Set[Tuple[Any, ...]]
+
+
+def _signature(b: BlockCapture) -> Tuple[Any, ...]:
+    return (b.parameters, b.parameter_tensors, b.fwd_flops, b.bwd_flops, b.saved_elements, b.op_count_fwd,
+            b.op_count_bwd, len(b.ops), b.tied_parameters)
+
+
+def _block_figures(b: BlockCapture, s: _Settings, ctx: Any, vocab: int) -> _BlockFigures:
+    """One pass over a block's records: planner temporaries (``ctx``: the IPU's ``TileContext``) and outlined
+    code keys."""
+    temp = {"fwd": 0, "bwd": 0}
+    keys: Set[Tuple[Any, ...]] = set()
+    serialised: Set[Tuple[Any, ...]] = set()
+    for r in b.ops:
+        if r.phase == "bwd" and not s.training:
+            continue
+        count = max(r.count, 1)
+        key = (r.op, r.phase, tuple(r.matmul_shape) if r.matmul_shape else None, r.elements_read // count,
+               r.elements_written // count)
+        if r.elements_read or r.elements_written:  # views and reshapes emit no code
+            keys.add(key)
+        if r.matmul_shape and r.kind in ("matmul", "conv"):
+            t = matmul_temporary(r, ctx, vocab, s.serialisation)
+            temp[r.phase] = max(temp[r.phase], t.bytes)
+            if t.serial_pieces > 1:
+                serialised.add(key)
+    return _BlockFigures(temp_fwd=temp["fwd"], temp_bwd=temp["bwd"], code_keys=keys, serialised=serialised)
+
+
+@dataclass
+class IPUPlan:
+    """Everything the model derives for one IPU."""
+
+    ipu: int
+    stages: List[Stage]
+    amp: float
+    always_live: Dict[str, int]
+    steps: List[Tuple[str, Dict[str, int]]]
+    """(label, not-always-live bytes by category) per program step."""
+    units: CodeUnits
+    tile: TileLoad
+    layers: int
+    stash: List[StageStash] = field(default_factory=list)
+
+    @property
+    def always_live_bytes(self) -> int:
+        return sum(self.always_live.values())
+
+    def peak_step(self) -> Tuple[str, Dict[str, int]]:
+        return max(self.steps, key=lambda st: sum(st[1].values())) if self.steps else ("", {})
+
+
+def plan_ipus(exp: Any, graph: Graph, stages: Sequence[Stage]) -> List[IPUPlan]:
+    """Memory plans of every IPU of one replica."""
+    s = _settings(exp)
+    ipus = sorted({st.ipu for st in stages})
+    n_stages = len(stages)
+    recompute = s.training and recomputation_active(s.recompute_mode, n_stages)
+    vocab = max((b.tied_parameters for b in graph.blocks), default=0)
+    owner_ipu = _tied_owner_ipu(stages, vocab)
+    first_inputs = stages[0].blocks[0].inputs if stages and stages[0].blocks else []
+    hw = rates(exp)
+    plans = []
+    for position, ipu in enumerate(ipus):
+        own = [st for st in stages if st.ipu == ipu]
+        ctx = tile_context(exp, hw, position, len(ipus))
+        amp = ctx.amp_proportion
+        figs: Dict[Tuple[Any, ...], _BlockFigures] = {}
+        block_figs: Dict[int, _BlockFigures] = {}
+        for st in own:
+            for b in st.blocks:
+                sig = _signature(b)
+                if sig not in figs:
+                    figs[sig] = _block_figures(b, s, ctx, vocab)
+                block_figs[id(b)] = figs[sig]
+        plans.append(_plan_ipu(ipu, own, stages, s, amp, recompute, block_figs, owner_ipu, vocab, first_inputs))
+    return plans
+
+
+def _tied_owner_ipu(stages: Sequence[Stage], tied: int) -> Optional[int]:
+    """IPU of the block that owns the tied table: the first whose largest parameter is that big."""
+    if not tied:
+        return None
+    for st in stages:
+        for b in st.blocks:
+            if b.largest_parameter >= tied:
+                return st.ipu
+    return None
+
+
+def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: _Settings, amp: float, recompute: bool,
+              block_figs: Dict[int, _BlockFigures], owner_ipu: Optional[int], vocab: int,
+              first_inputs: List[TensorInfo]) -> IPUPlan:
+    blocks = [b for st in own for b in st.blocks]
+    n_stages = len(stages)
+    loc = s.locations
+    # Parameters held here: owned ones plus a copy of a tied table owned by another IPU.
+    owned = sum(b.parameters for b in blocks)
+    owned_tensors = sum(b.parameter_tensors for b in blocks)
+    largest = max((b.largest_parameter for b in blocks), default=0)
+    tied_copy = vocab if vocab and owner_ipu is not None and owner_ipu != ipu and any(
+        b.tied_parameters for b in blocks) else 0
+    params = owned + tied_copy
+    tensors = owned_tensors + (1 if tied_copy else 0)
+    largest = max(largest, tied_copy)
+
+    al: Dict[str, int] = {c: 0 for c in ALWAYS_LIVE}
+    weights = place(params, tensors, largest, s.weight, loc.weights, s.replicas)
+    al["weights"] = weights.on_chip_bytes
+    weights_streamed = not loc.weights.on_chip or weights.sharded
+    acc_streamed = False
+    opt_streamed = 0
+    if s.training:
+        if s.accumulate:
+            acc = place(params, tensors, largest, s.weight, loc.accumulators, s.replicas)
+            al["gradient_accumulators"] = acc.on_chip_bytes
+            acc_streamed = not loc.accumulators.on_chip
+        per_param = s.first_state + s.second_state
+        if per_param:
+            opt = place(owned, owned_tensors, max((b.largest_parameter for b in blocks), default=0), per_param,
+                        loc.optimizer_state, s.replicas)
+            al["optimizer_state"] = opt.on_chip_bytes
+            if not loc.optimizer_state.on_chip:
+                opt_streamed = int(largest * per_param / (s.replicas if opt.sharded else 1))
+
+    # Stash FIFOs.
+    stashes: List[StageStash] = []
+    if s.training:
+        for st in own:
+            depth = fifo_depth(s.schedule, st.index, n_stages)
+            stashes.append(stage_stash(st.blocks, depth, recompute, s.every_layer, s.act))
+        if loc.activations.on_chip:
+            al["stash"] = sum(x.bytes for x in stashes)
+
+    # Host stream buffers: the micro-batch's inputs enter at stage 0; inference returns the last outputs.
+    stream_tensors = 0
+    if not s.synthetic:
+        if own[0].index == 0:
+            al["host_io_buffers"] += tensor_bytes(first_inputs, s.io_float_bytes) * s.prefetch
+            stream_tensors += len(first_inputs)
+        if own[-1].index == n_stages - 1:
+            last = own[-1].blocks[-1].outputs if own[-1].blocks else []
+            if not s.training:
+                al["host_io_buffers"] += tensor_bytes(last, s.act)
+            stream_tensors += len(last) if not s.training else 1
+
+    # Code.
+    keys: Set[Tuple[Any, ...]] = set()
+    serial: Set[Tuple[Any, ...]] = set()
+    for sig_fig in {id(f): f for f in (block_figs[id(b)] for b in blocks)}.values():
+        keys |= sig_fig.code_keys
+        serial |= sig_fig.serialised
+    host_copies = 1
+    if s.training:
+        host_copies += (s.state_tensors if not loc.optimizer_state.on_chip else 0)
+        host_copies += (1 if s.accumulate and not loc.accumulators.on_chip else 0)
+    host_copies += 0 if loc.weights.on_chip else 1
+    units = CodeUnits(
+        ops=len(keys) + SERIALISED_OP_UNITS * len(serial),
+        host_tensors=tensors * host_copies + stream_tensors,
+        boundary_tensors=_boundary_tensors(own, stages, s.training),
+        parameter_tensors=tensors,
+    )
+    al.update(code_bytes(units, s.replicas, s.training))
+
+    steps = _steps(own, s, recompute, block_figs, stashes, weights_streamed, acc_streamed, opt_streamed,
+                   largest)
+
+    # Tiles: everything but the host buffers is spread over the compute tiles, tile 0 carrying the rounding.
+    peak = max((sum(d.values()) for _, d in steps), default=0)
+    compute = sum(v for k, v in al.items() if k != "host_io_buffers") + peak
+    linear = [al[c] for c in ("weights", "gradient_accumulators", "optimizer_state", "stash")]
+    if s.io_tiles == 0:
+        linear.append(al["host_io_buffers"])
+    extra = tile0_excess(sum(1 for b in linear if b > 0))
+    tile = tile_load(compute, extra, al["host_io_buffers"], s.tiles, s.io_tiles, s.tile_memory, s.io_proportion)
+    layers = sum(1 for b in blocks if b.is_layer)
+    return IPUPlan(ipu=ipu, stages=list(own), amp=amp, always_live=al, steps=steps, units=units, tile=tile,
+                   layers=layers, stash=stashes)
+
+
+def _boundary_tensors(own: List[Stage], stages: Sequence[Stage], training: bool) -> int:
+    """Tensor copies between this IPU and others: activations forward, their gradients backward."""
+    count = 0
+    for st in own:
+        i = st.index
+        if i > 0 and stages[i - 1].ipu != st.ipu:
+            count += len(st.inputs) + (_n_float(st.inputs) if training else 0)
+        if i < len(stages) - 1 and stages[i + 1].ipu != st.ipu:
+            count += len(st.outputs) + (_n_float(st.outputs) if training else 0)
+    return count
+
+
+def _n_float(tensors: Sequence[TensorInfo]) -> int:
+    return sum(1 for t in tensors if is_float(t.dtype))
+
+
+def _steps(own: List[Stage], s: _Settings, recompute: bool, block_figs: Dict[int, _BlockFigures],
+           stashes: List[StageStash], weights_streamed: bool, acc_streamed: bool, opt_streamed: int,
+           largest: int) -> List[Tuple[str, Dict[str, int]]]:
+    """Not-always-live bytes by category at each program step of one IPU."""
+    act, wb = s.act, s.weight
+    steps: List[Tuple[str, Dict[str, int]]] = []
+
+    def streamed_weights(b: BlockCapture) -> int:
+        return (b.parameters + b.tied_parameters) * wb if weights_streamed else 0
+
+    for st in own:
+        for b in st.blocks:
+            working = b.peak_fwd_elements * act
+            if s.training and not recompute:
+                # Saved activations go straight into the stash FIFO (always live).
+                working = max(working - b.saved_elements * act, tensor_bytes(b.outputs, act))
+            steps.append((f"fwd {b.name}", {"activations": working, "temporary": block_figs[id(b)].temp_fwd,
+                                             "streamed": streamed_weights(b)}))
+    if not s.training:
+        return steps
+
+    grads = 0  # weight gradients waiting for the update (no accumulators)
+    stash_of = {id(st): x for st, x in zip(own, stashes)}
+    offchip_acts = not s.locations.activations.on_chip
+    for st in reversed(own):
+        blocks = st.blocks
+        entry = stash_of[id(st)].entry_bytes if offchip_acts else 0
+        starts = segment_starts(blocks, s.every_layer) if recompute else list(range(len(blocks)))
+        bounds = list(zip(starts, starts[1:] + [len(blocks)]))
+        for lo, hi in reversed(bounds):
+            seg = blocks[lo:hi]
+            live = 0
+            # What each recomputed block adds to the live set: its saved tensors less those the block before it
+            # in the segment already holds (the tensor passed between them, saved by both).
+            adds = [own_saved_bytes(seg, i, act) for i in range(len(seg))]
+            if recompute:
+                for b, add in zip(seg, adds):
+                    # The block's forward peak counts its input, which the live set already holds when shared.
+                    shared = saved_bytes(b, act) - add
+                    steps.append((f"recompute {b.name}", {
+                        "activations": live - shared + b.peak_fwd_elements * act,
+                        "temporary": block_figs[id(b)].temp_fwd, "gradients": grads,
+                        "streamed": entry + streamed_weights(b)}))
+                    live += add
+            for b, add in zip(reversed(seg), reversed(adds)):
+                io = (float_elements(b.inputs) + float_elements(b.outputs)) * act
+                own_grads = (b.parameters + b.tied_parameters) * act
+                if s.accumulate:
+                    transient = b.largest_parameter * act
+                else:
+                    grads += own_grads
+                    transient = 0
+                stream = streamed_weights(b) + (b.parameters * wb if acc_streamed else 0)
+                if offchip_acts:
+                    stream += entry if recompute else saved_bytes(b, act)
+                steps.append((f"bwd {b.name}", {"activations": live + io, "temporary": block_figs[id(b)].temp_bwd,
+                                                "gradients": grads + transient, "streamed": stream}))
+                if recompute:
+                    live -= add
+    # Weight update, one tensor at a time: its update is computed in an fp32 temporary (4 bytes per element; fp16
+    # weights are updated from fp32 arithmetic), its optimizer state streamed in when it lives off chip.
+    update_stream = opt_streamed + (largest * wb if weights_streamed else 0) + (largest * wb if acc_streamed else 0)
+    steps.append(("weight update", {"gradients": grads, "temporary": largest * 4, "streamed": update_stream}))
+    return steps
+
+
+def estimate_memory(exp: Any, graph: Graph, stages: Sequence[Stage]) -> MemoryFigures:
+    """Memory of every IPU of one replica, and whether it fits (``exp``: an ExperimentConfig object)."""
+    plans = plan_ipus(exp, graph, stages)
+    return memory_figures(plans, exp)
+
+
+def memory_figures(plans: Sequence[IPUPlan], exp: Any) -> MemoryFigures:
+    """:class:`MemoryFigures` of computed plans, with the out-of-memory report when a tile overflows."""
+    tile_memory = int(exp.ipu.memory_per_tile_bytes)
+    tiles = int(exp.ipu.tiles)
+    ipus: List[IPUMemory] = []
+    failing: List[FailingIPU] = []
+    recompute = False
+    for plan in plans:
+        _, peak = plan.peak_step()
+        breakdown = {c: int(plan.always_live.get(c, 0) + peak.get(c, 0)) for c in CATEGORIES}
+        nal = int(sum(peak.values()))
+        io_overflow = plan.tile.io_buffer_bytes > plan.tile.io_buffer_limit if plan.tile.io_tile_bytes else False
+        fits = plan.tile.max_tile_bytes <= tile_memory and not io_overflow
+        tile = plan.ipu * tiles + plan.tile.max_tile
+        ipus.append(IPUMemory(ipu=plan.ipu, capacity_bytes=tiles * tile_memory,
+                              total_bytes=plan.always_live_bytes + nal, always_live_bytes=plan.always_live_bytes,
+                              not_always_live_bytes=nal, max_tile_bytes=plan.tile.max_tile_bytes, max_tile=tile,
+                              fits=fits, breakdown=breakdown))
+        if not fits:
+            failing.append(FailingIPU(ipu=plan.ipu, tile=tile, tile_bytes=plan.tile.max_tile_bytes,
+                                      tile_memory=tile_memory, breakdown=breakdown, amp=plan.amp, layers=plan.layers,
+                                      io_overflow=io_overflow, io_buffer_bytes=plan.tile.io_buffer_bytes,
+                                      io_buffer_limit=plan.tile.io_buffer_limit))
+    if exp.training:
+        n = sum(len(p.stages) for p in plans)
+        recompute = recomputation_active(option_value(exp.options.recomputation.mode), n)
+    fits = not failing
+    return MemoryFigures(fits=fits, ipus=ipus, report=oom_lines(failing, exp, recompute))
+
+
+def liveness_series(exp: Any, graph: Graph, stages: Sequence[Stage], ipu: Optional[int] = None) -> List[LivenessStep]:
+    """Bytes live at each program step of one IPU (default: the IPU whose fullest tile is fullest)."""
+    plans = plan_ipus(exp, graph, stages)
+    return liveness_of(plans, ipu)
+
+
+def liveness_of(plans: Sequence[IPUPlan], ipu: Optional[int] = None) -> List[LivenessStep]:
+    """Liveness series of one computed plan."""
+    if ipu is None:
+        plan = max(plans, key=lambda p: p.tile.max_tile_bytes)
+    else:
+        matches = [p for p in plans if p.ipu == ipu]
+        if not matches:
+            raise ValueError(f"ipu: {ipu} is not allowed; allowed: {', '.join(str(p.ipu) for p in plans)}")
+        plan = matches[0]
+    al = plan.always_live_bytes
+    return [LivenessStep(label, al, int(sum(d.values()))) for label, d in plan.steps]

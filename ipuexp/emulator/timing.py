@@ -1,0 +1,280 @@
+"""Throughput of a configuration: stage costs -> pipeline simulation -> weight update -> samples per second.
+
+``estimate_throughput(exp, graph, stages)`` is the public entry; ``step_events`` returns the per-IPU intervals
+of one step (one weight update) for the trace and the Gantt chart. Both run the same model.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import ceil
+from typing import Any, Dict, List, Sequence
+
+from ipuexp.config.schema import option_value
+from ipuexp.emulator.collectives import (
+    LinkRates,
+    allreduce_s,
+    host_bytes_per_s_per_replica,
+    io_bytes_per_sample,
+    sharded_update_collectives_s,
+    streaming_s,
+)
+from ipuexp.emulator.cost import Cycles, blocks_cycles, vector_cycles
+from ipuexp.emulator.hardware import Rates, TileContext, rates, tile_context
+from ipuexp.emulator.precision import float_elements, precision_bytes, tensor_bytes
+from ipuexp.emulator.schedule import Event, PipelineResult, PipelineSpec, StageWork, simulate
+from ipuexp.emulator.stash import recomputation_active, stage_stash
+from ipuexp.emulator.variables import OPTIMIZER_STATES, state_bytes
+from ipuexp.graph.types import Graph, Stage
+from ipuexp.result import ThroughputFigures
+
+# Extra passes over weight and update for the layer-wise trust ratio (LAMB, LARS compute norms of both before
+# scaling the step).
+_NORM_PASSES = {"lamb": 2, "lars": 2}
+
+
+@dataclass
+class IPUStep:
+    """Seconds one IPU of a replica spends per step, by what it does."""
+
+    ipu: int
+    pipeline: Dict[str, float]
+    weight_update: float = 0.0
+    all_reduce: float = 0.0
+    host_call: float = 0.0
+
+
+@dataclass
+class StepAnalysis:
+    step_time_s: float
+    samples_per_step: float
+    pipeline: PipelineResult
+    ipus: List[IPUStep]
+    flops_per_sample: float
+    peak_flops: float
+    share: float = 1.0
+    """Share of the simulated time that makes one step (inference simulates a host call of device_iterations
+    steps at once)."""
+    events: List[Event] = field(default_factory=list)
+
+
+
+def _recomputes(exp: Any, stage: Stage, n_stages: int) -> bool:
+    """Whether ``stage`` recomputes its forward before its backward. Recomputation is on as the memory model
+    has it (``stash.recomputation_active``); in a pipeline the last stage is exempt: its backward follows its
+    forward in the same cycle, so nothing of it is stashed (PopART RecomputationType::Pipeline). ``all``
+    (RecomputeAll) recomputes every stage."""
+    if not exp.training:
+        return False
+    mode = option_value(exp.options.recomputation.mode)
+    if not recomputation_active(mode, n_stages):
+        return False
+    return mode == "all" or stage.index < n_stages - 1
+
+
+def _stage_work(exp: Any, stage: Stage, n_stages: int, ctx: TileContext, r: Rates, memo: Dict) -> StageWork:
+    opts = exp.options
+    pb = precision_bytes(opts.precision)
+    clock = r.clock_hz
+    bc = blocks_cycles(stage.blocks, ctx, memo)
+    fwd, bwd = bc.fwd, Cycles(bc.bwd.compute, bc.bwd.exchange) if exp.training else Cycles()
+    params = stage.parameters
+    locs = opts.tensor_locations
+    extra_fwd = extra_bwd = 0.0
+    if exp.training and opts.gradient_accumulation > 1:
+        # Accumulate this micro-batch's gradients: read accumulator and gradient, write accumulator.
+        bwd += vector_cycles(3.0 * params * pb.weight, ctx, supersteps=1)
+        if not locs.accumulators.on_chip:
+            extra_bwd += streaming_s(2.0 * params * pb.weight, r.streaming_memory_bytes_per_s)
+    if not locs.weights.on_chip:
+        # Off-chip weights are streamed in for the forward and again for the backward pass.
+        extra_fwd += streaming_s(params * pb.weight, r.streaming_memory_bytes_per_s)
+        if exp.training:
+            extra_bwd += streaming_s(params * pb.weight, r.streaming_memory_bytes_per_s)
+    recompute = _recomputes(exp, stage, n_stages)
+    if exp.training and not locs.activations.on_chip:
+        stash = (tensor_bytes(stage.inputs, pb.activation) if recompute else
+                 stage_stash(stage.blocks, 1, False, False, pb.activation).entry_bytes)
+        extra_fwd += streaming_s(stash, r.streaming_memory_bytes_per_s)
+        extra_bwd += streaming_s(stash, r.streaming_memory_bytes_per_s)
+    return StageWork(
+        stage=stage.index,
+        ipu=stage.ipu,
+        fwd_compute=fwd.compute / clock,
+        fwd_exchange=fwd.exchange / clock + extra_fwd,
+        bwd_compute=bwd.compute / clock,
+        bwd_exchange=bwd.exchange / clock + extra_bwd,
+        recompute=fwd.total / clock if recompute else 0.0,
+        send_fwd_bytes=float(tensor_bytes(stage.outputs, pb.activation)),
+        send_bwd_bytes=float(float_elements(stage.inputs) * pb.activation) if exp.training else 0.0,
+    )
+
+
+def _weight_update_s(exp: Any, params: int, tensors: int, ctx: TileContext, r: Rates) -> float:
+    """Optimizer step on one IPU: a memory-bound pass over weights, gradients and states (sharded by RTS),
+    plus streaming of off-chip optimizer state in and out (IPU optimisation guide section 5.4)."""
+    opts = exp.options
+    pb = precision_bytes(opts.precision)
+    name = option_value(exp.optimizer.name)
+    # State bytes per parameter, as the memory model holds them (half: first moment fp16, second fp32).
+    first, second = state_bytes(name, str(exp.optimizer.state_precision)) if name in OPTIMIZER_STATES else (0, 0)
+    rts = opts.tensor_locations.optimizer_state.replicated_tensor_sharding and opts.replication_factor > 1
+    shard = params / opts.replication_factor if rts else float(params)
+    # Read and write the weight (plus the trust-ratio norm passes), read the accumulated gradient, read and write
+    # each state tensor.
+    per_param = (2 + _NORM_PASSES.get(name, 0)) * pb.weight + pb.weight + 2 * (first + second)
+    cycles = vector_cycles(shard * per_param, ctx, supersteps=2 * max(tensors, 1))
+    seconds = cycles.total / r.clock_hz
+    if not opts.tensor_locations.optimizer_state.on_chip:
+        seconds += streaming_s(2.0 * shard * (first + second), r.streaming_memory_bytes_per_s)
+    if not opts.tensor_locations.weights.on_chip:
+        seconds += streaming_s(2.0 * shard * pb.weight, r.streaming_memory_bytes_per_s)
+    return seconds
+
+
+def _collective_s(exp: Any, params: int, r: Rates) -> float:
+    opts = exp.options
+    replicas = int(opts.replication_factor)
+    if replicas <= 1 or params == 0:
+        return 0.0
+    pb = precision_bytes(opts.precision)
+    links = LinkRates(ring_bytes_per_s=r.neighbour_link_bytes_per_s,
+                      gw_bytes_per_s_per_ipu=r.gw_link_bytes_per_s / max(r.ipus_per_machine, 1),
+                      step_latency_s=r.calibration.global_sync_cycles / r.clock_hz)
+    grad_bytes = params * pb.weight
+    if opts.tensor_locations.optimizer_state.replicated_tensor_sharding:
+        return sharded_update_collectives_s(grad_bytes, params * pb.weight, replicas, r.num_racks, links)
+    return allreduce_s(grad_bytes, replicas, r.num_racks, links)
+
+
+def _io(exp: Any, graph: Graph, r: Rates, ctx0: TileContext, ipus_per_replica: int) -> Dict[str, Any]:
+    """Host IO per micro-batch: transfer time, whether IO tiles overlap it, what never overlaps, and how long
+    the host needs to prepare the buffers of one micro-batch for the replicas one host process serves."""
+    opts = exp.options
+    if opts.synthetic_data:
+        return dict(io_s=0.0, io_overlap=False, io_exposed_s=0.0, host_period_s=0.0)
+    mbs = exp.data.micro_batch_size
+    per_sample = io_bytes_per_sample(graph.input_bytes_per_sample, graph.input_elements_per_sample,
+                                     str(exp.data.io_precision))
+    nbytes = per_sample * mbs
+    bw = host_bytes_per_s_per_replica(r.host_link_bytes_per_s, opts.replication_factor, ipus_per_replica,
+                                      r.ipus_per_machine)
+    transfer = nbytes / bw
+    latency = r.calibration.host_latency_s
+    # With one buffer the IPU waits for the host's hand-over at each copy (PopTorch IO guide 8.1: the
+    # StreamCopy Begin/End phases); a deeper prefetch lets the host fill the next buffer ahead.
+    exposed = latency if opts.io.prefetch_depth <= 1 else 0.0
+    io_tiles = opts.io.num_io_tiles
+    overlap = False
+    if io_tiles > 0 and (ipus_per_replica == 1 or option_value(opts.pipeline.schedule) == "grouped"):
+        # IO tiles overlap the transfer with compute (IPU optimisation guide section 4.4.2) for the share of a
+        # micro-batch their buffers hold, then the compute tiles fetch it over the exchange.
+        capacity = io_tiles * r.tile_memory_bytes * opts.io.io_tiles_available_memory_proportion
+        held = min(1.0, capacity / nbytes) if nbytes else 1.0
+        exposed += transfer * (1.0 - held)
+        transfer *= held
+        fetch = nbytes / (min(io_tiles, ctx0.compute_tiles) * ctx0.exchange_bytes_per_cycle)
+        exposed += (fetch + ctx0.sync_cycles + ctx0.compute_set_cycles) / r.clock_hz
+        overlap = True
+    per_instance = ceil(opts.replication_factor / max(int(opts.num_instances), 1))
+    return dict(io_s=transfer, io_overlap=overlap, io_exposed_s=exposed, host_period_s=per_instance * latency)
+
+
+def analyse(exp: Any, graph: Graph, stages: Sequence[Stage], record_events: bool = False) -> StepAnalysis:
+    """Time one step of ``exp`` (a weight update in training; one device iteration in inference)."""
+    opts = exp.options
+    r = rates(exp)
+    ipu_ids = sorted({s.ipu for s in stages})
+    ctxs = {i: tile_context(exp, r, n, len(ipu_ids)) for n, i in enumerate(ipu_ids)}
+    n_stages = len(stages)
+    memos: Dict[int, Dict] = {i: {} for i in ipu_ids}
+    works = tuple(_stage_work(exp, s, n_stages, ctxs[s.ipu], r, memos[s.ipu]) for s in stages)
+    io = _io(exp, graph, r, ctxs[stages[0].ipu], len(ipu_ids))
+    ga = int(opts.gradient_accumulation)
+    di = int(opts.device_iterations)
+    micro_batches = ga if exp.training else ga * di
+    spec = PipelineSpec(
+        stages=works,
+        schedule=option_value(opts.pipeline.schedule) if n_stages > 1 else "grouped",
+        micro_batches=micro_batches,
+        training=bool(exp.training),
+        link_bytes_per_s=r.neighbour_link_bytes_per_s,
+        sync_s=r.calibration.global_sync_cycles / r.clock_hz,
+        io_s=io["io_s"],
+        io_overlap=io["io_overlap"],
+        io_exposed_s=io["io_exposed_s"],
+        host_period_s=io["host_period_s"],
+    )
+    pipe = simulate(spec, record_events=record_events)
+    # One host call runs device_iterations steps; its synchronisation is shared by them.
+    steps_per_call = di if exp.training else 1
+    host_call = r.calibration.host_latency_s / steps_per_call
+    ipus: List[IPUStep] = []
+    for i in ipu_ids:
+        own = [s for s in stages if s.ipu == i]
+        params = sum(s.parameters for s in own)
+        tensors = sum(b.parameter_tensors for s in own for b in s.blocks)
+        wu = _weight_update_s(exp, params, tensors, ctxs[i], r) if exp.training else 0.0
+        ar = _collective_s(exp, params, r) if exp.training else 0.0
+        ipus.append(IPUStep(i, pipe.busy[i], wu, ar, host_call))
+    update = max(x.weight_update + x.all_reduce for x in ipus)
+    share = 1.0 if exp.training else 1.0 / di
+    step = (host_call + pipe.time_s + update) * share
+    samples = exp.data.micro_batch_size * ga * opts.replication_factor
+    mbs = graph.micro_batch_size
+    flops = (graph.fwd_flops + (graph.bwd_flops if exp.training else 0)) / mbs
+    peak = r.peak_flops_per_ipu * len(ipu_ids) * opts.replication_factor
+    events: List[Event] = []
+    if record_events:
+        events = _step_events(pipe.events, ipus, pipe.time_s, host_call)
+    return StepAnalysis(step, samples, pipe, ipus, flops, peak, share, events)
+
+
+def _step_events(pipeline: List[Event], ipus: List[IPUStep], pipe_s: float, host_call: float) -> List[Event]:
+    """The host call's synchronisation, then the pipeline, then each IPU's all-reduce and weight update."""
+    events = [Event(x.ipu, "host call", "host_io", 0.0, host_call) for x in ipus if host_call > 0]
+    for e in pipeline:
+        events.append(Event(e.ipu, e.name, e.category, e.start_s + host_call, e.duration_s, e.stage, e.micro_batch))
+    for x in ipus:
+        t = host_call + pipe_s
+        if x.all_reduce > 0:
+            events.append(Event(x.ipu, "gradient all-reduce", "all_reduce", t, x.all_reduce))
+            t += x.all_reduce
+        if x.weight_update > 0:
+            events.append(Event(x.ipu, "weight update", "weight_update", t, x.weight_update))
+    return events
+
+
+def figures(a: StepAnalysis) -> ThroughputFigures:
+    step = a.step_time_s
+    keys = ("compute", "recompute", "exchange", "host_io", "weight_update", "all_reduce", "idle")
+    per_ipu = []
+    utilisation, bubbles = [], []
+    k = a.share
+    for x in a.ipus:
+        b = dict.fromkeys(keys, 0.0)
+        for cat in ("compute", "recompute", "exchange"):
+            b[cat] = x.pipeline.get(cat, 0.0) * k
+        b["host_io"] = (x.pipeline.get("host_io", 0.0) + x.host_call) * k
+        b["weight_update"] = x.weight_update * k
+        b["all_reduce"] = x.all_reduce * k
+        b["idle"] = max(0.0, step - sum(b.values()))
+        per_ipu.append(b)
+        # Busy: anything but waiting. Bubble: waiting inside the pipeline phase (ramps, imbalance, input).
+        utilisation.append(1.0 - b["idle"] / step if step else 0.0)
+        bubbles.append(max(0.0, a.pipeline.time_s - sum(x.pipeline.values())) * k / step if step else 0.0)
+    n = len(per_ipu)
+    breakdown = {k: sum(b[k] for b in per_ipu) / n for k in keys}
+    sps = a.samples_per_step / step if step else 0.0
+    bound = a.peak_flops / a.flops_per_sample if a.flops_per_sample else float("inf")
+    return ThroughputFigures(samples_per_s=sps, step_time_s=step, bubble_fraction=sum(bubbles) / n,
+                             utilisation=utilisation, breakdown=breakdown, peak_flops_bound_samples_per_s=bound)
+
+
+def estimate_throughput(exp: Any, graph: Graph, stages: Sequence[Stage]) -> ThroughputFigures:
+    """Samples per second, step time, utilisation, bubble and time breakdown of one configuration."""
+    return figures(analyse(exp, graph, stages))
+
+
+def step_events(exp: Any, graph: Graph, stages: Sequence[Stage]) -> List[Event]:
+    """Per-IPU intervals of one step, simulated cycle by cycle (for ``report.trace`` and ``report.gantt``)."""
+    return analyse(exp, graph, stages, record_events=True).events

@@ -1,0 +1,112 @@
+"""The execution plan of a functional run: plain data derived once from the configuration and the model."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, List, Sequence, Tuple
+
+from ipuexp.training.batching import BatchLayout
+from ipuexp.training.precision import PrecisionPolicy
+from ipuexp.training.schedule import SCHEDULES
+
+OUTPUT_MODES = ("default", "final", "all", "sum")
+REDUCTIONS = ("mean", "sum")
+RECOMPUTATION = ("none", "pipeline", "all")
+
+
+@dataclass(frozen=True)
+class ExecutionPlan:
+    """How one instance executes: batching, stages, schedule, recomputation, precision and outputs."""
+
+    layout: BatchLayout
+    """Micro-batch, accumulation, device iterations, replicas and instances."""
+    stages: Tuple[Tuple[int, ...], ...]
+    """Indices of the model's blocks in each pipeline stage."""
+    schedule: str
+    """grouped, interleaved or sequential."""
+    checkpoint_blocks: Tuple[int, ...] = ()
+    """Blocks whose forward is recomputed in the backward pass from their inputs (activation checkpoints)."""
+    checkpoint_stages: bool = False
+    """Recompute each stage's forward from its stashed inputs (PopART ``RecomputationType::Pipeline``)."""
+    output_mode: str = "final"
+    """What a training host call returns: final, all or sum (default resolved: final for training)."""
+    reduction: str = "mean"
+    """Gradient reduction over micro-batches and replicas: mean or sum."""
+    precision: PrecisionPolicy = PrecisionPolicy(False, False, False)
+    """Number formats."""
+    loss_scaling: float = 1.0
+    """Initial (static) loss scale."""
+    auto_loss_scaling: bool = False
+    """Adapt the loss scale each update (fp16 compute only)."""
+    seed: int = 42
+    """Random seed: weights, shuffling, dropout and stochastic rounding."""
+
+    @property
+    def num_stages(self) -> int:
+        return len(self.stages)
+
+
+def _value(x: Any) -> str:
+    return str(getattr(x, "value", x))
+
+
+def stage_blocks(blocks: Sequence[Any], layers_per_ipu: Sequence[int], device_mapping: Any) -> List[List[int]]:
+    """Block indices per stage, by the same rule as the analytic engine (``ipuexp.graph.stages.assign_stages``,
+    which reads only ``is_layer`` from each block)."""
+    from ipuexp.graph.stages import assign_stages
+
+    layers = sum(1 for b in blocks if b.is_layer)
+    if layers_per_ipu and sum(layers_per_ipu) != layers:
+        raise ValueError(f"options.pipeline.layers_per_ipu: {list(layers_per_ipu)} is not allowed; allowed: "
+                         f"counts that add up to the model's {layers} layers")
+    if device_mapping and layers_per_ipu and len(device_mapping) not in (len(layers_per_ipu),
+                                                                         len(layers_per_ipu) + 1):
+        raise ValueError(f"options.pipeline.device_mapping: {list(device_mapping)} is not allowed; allowed: one "
+                         f"IPU per stage ({len(layers_per_ipu)} entries) or one more for the heads")
+    position = {id(b): i for i, b in enumerate(blocks)}
+    stages = assign_stages(list(blocks), list(layers_per_ipu), list(device_mapping) if device_mapping else None)
+    return [[position[id(b)] for b in s.blocks] for s in stages if s.blocks]
+
+
+def make_plan(exp: Any, blocks: Sequence[Any]) -> ExecutionPlan:
+    """The plan for an ``ExperimentConfig`` and the model's blocks."""
+    o = exp.options
+    schedule = _value(o.pipeline.schedule)
+    if schedule not in SCHEDULES:
+        raise ValueError(f"options.pipeline.schedule: {schedule!r} is not allowed; allowed: {', '.join(SCHEDULES)}")
+    output_mode, reduction = _value(o.output_mode), _value(o.reduction_type)
+    if output_mode not in OUTPUT_MODES:
+        raise ValueError(f"options.output_mode: {output_mode!r} is not allowed; allowed: {', '.join(OUTPUT_MODES)}")
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"options.reduction_type: {reduction!r} is not allowed; allowed: {', '.join(REDUCTIONS)}")
+    recompute = _value(o.recomputation.mode)
+    if recompute not in RECOMPUTATION:
+        raise ValueError(f"options.recomputation.mode: {recompute!r} is not allowed; allowed: "
+                         f"{', '.join(RECOMPUTATION)}")
+    layout = BatchLayout(int(exp.data.micro_batch_size), int(o.gradient_accumulation), int(o.device_iterations),
+                         int(o.replication_factor), int(o.num_instances))
+    stages = stage_blocks(blocks, list(o.pipeline.layers_per_ipu or []), o.pipeline.device_mapping)
+    # Recomputation: "all" checkpoints every block; "pipeline" recomputes each stage from its stashed inputs when
+    # the model is pipelined (PopTorch enables it only with more than one IPU: poptorch.Options, PopTorch user guide),
+    # and recomputationCheckpoint at every layer output (checkpoint_every_layer) splits that further.
+    checkpoint_blocks: Tuple[int, ...] = ()
+    checkpoint_stages = False
+    if recompute == "all":
+        checkpoint_blocks = tuple(range(len(blocks)))
+    elif recompute == "pipeline":
+        if o.recomputation.checkpoint_every_layer:
+            checkpoint_blocks = tuple(i for i, b in enumerate(blocks) if b.is_layer)
+        else:
+            checkpoint_stages = len(stages) > 1
+    return ExecutionPlan(
+        layout=layout,
+        stages=tuple(tuple(s) for s in stages),
+        schedule=schedule,
+        checkpoint_blocks=checkpoint_blocks,
+        checkpoint_stages=checkpoint_stages,
+        output_mode="final" if output_mode == "default" else output_mode,
+        reduction=reduction,
+        precision=PrecisionPolicy.from_options(str(o.precision), bool(o.stochastic_rounding)),
+        loss_scaling=float(o.loss_scaling),
+        auto_loss_scaling=bool(o.auto_loss_scaling),
+        seed=int(o.random_seed),
+    )

@@ -1,0 +1,139 @@
+"""Number formats of a functional run: fp16 compute, weight storage, stochastic rounding and loss scaling.
+
+Graphcore's X.Y notation gives the activation/gradient type X and the weight (master) type Y (as in Graphcore
+performance results; IPU optimisation guide section 5.2): "16.16" computes and stores weights in fp16, "16.32"
+computes in fp16 from fp32 master weights, "32.32" is fp32 throughout. The weight update itself is computed
+in fp32 and rounded into the stored format, to nearest or stochastically (``enableStochasticRounding``, IPU
+optimisation guide "Enabling stochastic rounding to improve the average numerical accuracy, in particular during
+weight update").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, Optional
+
+FP16_MAX = 65504.0
+"""Largest finite IEEE half-precision value."""
+
+ALS_BIN_EDGE = 0.0625
+ALS_UPPER_PROPORTION = 1e-7
+"""PopART ``AutomaticLossScalingSettings`` defaults: ``binEdgeLocation = 0.0625`` (the histogram's bin edge as
+a share of the format's range) and ``thresholdUpperCountProportion = 1e-7`` ([git] graphcore/popart
+willow/include/popart/sessionoptions.hpp). Rule ([git] popart willow/src/popx/op/lossscaleupdatex.cpp): when the
+share of gradient elements in the upper bin exceeds the threshold the loss scale is halved, otherwise doubled,
+once per weight update (``updatePeriod = 1``)."""
+
+
+@dataclass(frozen=True)
+class PrecisionPolicy:
+    """Types of one run."""
+
+    half_compute: bool
+    """Activations and gradients in fp16."""
+    half_weights: bool
+    """Weights stored in fp16 (no fp32 master copy survives an update)."""
+    stochastic_rounding: bool
+    """Round fp32 values into fp16 stochastically instead of to nearest."""
+
+    @classmethod
+    def from_options(cls, precision: str, stochastic_rounding: bool = False) -> "PrecisionPolicy":
+        from ipuexp.emulator.precision import precision_bytes
+
+        allowed = ("16.16", "16.32", "32.32")
+        if str(precision) not in allowed:
+            raise ValueError(f"options.precision: {precision!r} is not allowed; allowed: {', '.join(allowed)}")
+        b = precision_bytes(str(precision))
+        return cls(half_compute=b.activation == 2, half_weights=b.weight == 2,
+                   stochastic_rounding=bool(stochastic_rounding))
+
+    @property
+    def compute_dtype(self) -> Any:
+        import torch
+
+        return torch.float16 if self.half_compute else torch.float32
+
+
+def stochastic_round_half(x: Any, generator: Optional[Any] = None) -> Any:
+    """fp32 -> fp16 rounding up or down with probability proportional to the distance to each neighbour.
+
+    The nearest fp16 value ``r`` and its neighbour on the other side of ``x`` bracket ``x``; ``x`` becomes the
+    upper one with probability (x - lower) / (upper - lower), so the rounding is unbiased: E[round(x)] = x.
+    Stepping the fp16 bit pattern by one moves to the next representable value away from (+1) or towards (-1)
+    zero, for either sign, subnormals included.
+    """
+    import torch
+
+    x = x.float()
+    r = x.half()
+    rf = r.float()
+    exact = (rf == x) | ~torch.isfinite(rf)
+    away = x.abs() > rf.abs()
+    bits = r.view(torch.int16)
+    other = (bits + torch.where(away, 1, -1).to(torch.int16)).view(torch.float16)
+    of = other.float()
+    lo, hi = torch.minimum(rf, of), torch.maximum(rf, of)
+    span = hi - lo
+    p_hi = torch.where(span > 0, (x - lo) / torch.where(span > 0, span, torch.ones_like(span)),
+                       torch.zeros_like(span))
+    u = torch.rand(x.shape, generator=generator, device=x.device)
+    chosen = torch.where(u < p_hi, hi, lo)
+    # an fp16 neighbour can be inf at the top of the range: keep the nearest value there
+    chosen = torch.where(exact | ~torch.isfinite(of), rf, chosen)
+    return chosen.half()
+
+
+def to_half(x: Any, stochastic: bool, generator: Optional[Any] = None) -> Any:
+    """fp32 -> fp16, stochastically or to nearest."""
+    return stochastic_round_half(x, generator) if stochastic else x.half()
+
+
+@dataclass
+class LossScaler:
+    """Static or automatic loss scale (``options.loss_scaling``, ``options.auto_loss_scaling``)."""
+
+    scale: float = 1.0
+    """Current loss scale: the loss is multiplied by it before backward, gradients divided by it after."""
+    auto: bool = False
+    """Adjust the scale every weight update (PopART's rule, see ``ALS_BIN_EDGE``)."""
+    bin_edge: float = ALS_BIN_EDGE * FP16_MAX
+    """Gradient magnitude separating the histogram's lower and upper bins."""
+    threshold: float = ALS_UPPER_PROPORTION
+    """Largest tolerated share of gradient elements in the upper bin."""
+    skipped: int = 0
+    """Weight updates skipped because gradients overflowed (automatic scaling only)."""
+
+    def __post_init__(self) -> None:
+        if not float(self.scale) > 0:
+            raise ValueError(f"options.loss_scaling: {self.scale} is not allowed; allowed: a number > 0")
+
+    def upper_share(self, grads: Any) -> float:
+        """Share of gradient elements (still multiplied by the scale) at or above the bin edge; inf and nan
+        count as upper."""
+        import torch
+
+        upper = total = 0
+        for g in grads:
+            a = g.detach().float().abs()
+            upper += int(torch.count_nonzero(~(a < self.bin_edge)))
+            total += a.numel()
+        return upper / total if total else 0.0
+
+    def update(self, grads: Any) -> bool:
+        """After a backward pass: adapt the scale (automatic mode); False when the update must be skipped
+        because a gradient is not finite (automatic mode skips such updates, as torch.amp.GradScaler does)."""
+        if not self.auto:
+            return True
+        import torch
+
+        finite = all(bool(torch.isfinite(g).all()) for g in grads)
+        self.scale = self.scale / 2 if self.upper_share(grads) > self.threshold else self.scale * 2
+        if not finite:
+            self.skipped += 1
+        return finite
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"scale": self.scale, "skipped": self.skipped}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self.scale = float(state["scale"])
+        self.skipped = int(state["skipped"])
