@@ -29,12 +29,12 @@ from ipuexp.emulator.code_size import SERIALISED_OP_UNITS, CodeUnits, code_bytes
 from ipuexp.emulator.hardware import rates, tile_context
 from ipuexp.emulator.oom import FailingIPU, oom_lines
 from ipuexp.emulator.precision import IO_PRECISION_BYTES, float_elements, is_float, precision_bytes, tensor_bytes
-from ipuexp.emulator.stash import (StageStash, fifo_depth, own_saved_bytes, recomputation_active, saved_bytes,
-                                 segment_starts, stage_stash)
+from ipuexp.emulator.stash import StageStash, own_saved_bytes, saved_bytes, segment_starts, stage_stash
 from ipuexp.emulator.temporary import matmul_temporary
 from ipuexp.emulator.tiles import TileLoad, tile0_excess, tile_load
 from ipuexp.emulator.variables import OPTIMIZER_STATES, place, state_bytes
 from ipuexp.graph.types import BlockCapture, Graph, Stage, TensorInfo
+from ipuexp.plan.schedule import recomputation_active, stash_depth
 from ipuexp.result import IPUMemory, MemoryFigures
 
 ALWAYS_LIVE = ("weights", "gradient_accumulators", "optimizer_state", "stash", "host_io_buffers", "control_code",
@@ -239,7 +239,7 @@ def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: _Settings,
     stashes: List[StageStash] = []
     if s.training:
         for st in own:
-            depth = fifo_depth(s.schedule, st.index, n_stages)
+            depth = stash_depth(s.schedule, st.index, n_stages)
             stashes.append(stage_stash(st.blocks, depth, recompute, s.every_layer, s.act))
         if loc.activations.on_chip:
             al["stash"] = sum(x.bytes for x in stashes)

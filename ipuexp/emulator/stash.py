@@ -1,11 +1,10 @@
-"""Stash FIFOs: how many micro-batches a pipeline stage keeps for its backward pass, and what one entry holds.
+"""Stash FIFOs: what one entry of a pipeline stage's stash holds (how many entries, the FIFO depth, is the
+schedule's: ``ipuexp.plan.schedule.stash_depth``).
 
-IPU optimisation guide section 4.2: the grouped schedule stores 2N+1 activations in FIFOs on the first IPU,
-2(N-1)+1 on the second, and so on (2(N-i)+1 on the stage with 0-based index i of N); the interleaved schedule
-stores N+1. The sequential schedule (sharded execution) has one micro-batch in flight. IPU optimisation guide
-section 5.3.2 and TF2 IPU guide section 5.1.5: with recomputation only the recomputation checkpoints are stashed
-(a pipeline stage's input is always one, PopTorch adds one per ``recomputationCheckpoint``); without it every
-activation saved for backward is, each tensor once per stage even when two consecutive blocks both save it.
+IPU optimisation guide section 5.3.2 and TF2 IPU guide section 5.1.5: with recomputation only the recomputation
+checkpoints are stashed (a pipeline stage's input is always one, PopTorch adds one per
+``recomputationCheckpoint``); without it every activation saved for backward is, each tensor once per stage even
+when two consecutive blocks both save it.
 """
 from __future__ import annotations
 
@@ -14,34 +13,6 @@ from typing import List, Sequence
 
 from ipuexp.emulator.precision import tensor_bytes
 from ipuexp.graph.types import BlockCapture
-
-
-def fifo_depth(schedule: str, stage_index: int, num_stages: int) -> int:
-    """Micro-batches held by the stash of stage ``stage_index`` (0-based) of ``num_stages``."""
-    if num_stages <= 1:
-        return 1  # no pipeline: the backward pass follows the forward pass of the same micro-batch
-    if schedule == "grouped":
-        return 2 * (num_stages - stage_index) + 1
-    if schedule == "interleaved":
-        return num_stages + 1
-    if schedule == "sequential":
-        return 1
-    raise ValueError(f"options.pipeline.schedule: {schedule!r} is not allowed; allowed: grouped, interleaved, "
-                     "sequential")
-
-
-def recomputation_active(mode: str, num_stages: int) -> bool:
-    """Whether activations are recomputed in the backward pass.
-
-    PopTorch turns ``pipeline`` recomputation on only for pipelined (multi-stage) graphs (``poptorch.Options``,
-    PopTorch user guide: "autoRecomputation = RecomputationType::Pipeline" with more than one IPU); ``all``
-    (PopART RecomputeAll) applies to any graph.
-    """
-    if mode == "all":
-        return True
-    if mode == "pipeline":
-        return num_stages > 1
-    return False
 
 
 def segment_starts(blocks: Sequence[BlockCapture], every_layer: bool) -> List[int]:

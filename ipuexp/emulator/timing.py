@@ -21,8 +21,9 @@ from ipuexp.emulator.collectives import (
 from ipuexp.emulator.cost import Cycles, blocks_cycles, vector_cycles
 from ipuexp.emulator.hardware import Rates, TileContext, rates, tile_context
 from ipuexp.emulator.precision import float_elements, precision_bytes, tensor_bytes
-from ipuexp.emulator.schedule import Event, PipelineResult, PipelineSpec, StageWork, simulate
-from ipuexp.emulator.stash import recomputation_active, stage_stash
+from ipuexp.emulator.pipeline import Event, PipelineResult, PipelineSpec, StageWork, simulate
+from ipuexp.emulator.stash import stage_stash
+from ipuexp.plan.schedule import recomputation_active
 from ipuexp.emulator.variables import OPTIMIZER_STATES, state_bytes
 from ipuexp.graph.types import Graph, Stage
 from ipuexp.result import ThroughputFigures

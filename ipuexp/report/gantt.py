@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from ipuexp.emulator.schedule import Event
+from ipuexp.emulator.pipeline import Event
 
 COLOURS: Dict[str, str] = {
     "fwd": "tab:blue",

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Dict, Iterable, List, Union
 
-from ipuexp.emulator.schedule import Event
+from ipuexp.emulator.pipeline import Event
 
 
 def _merge_exchange(events: Iterable[Event]) -> List[dict]:

@@ -22,7 +22,7 @@ from torch.utils.checkpoint import checkpoint
 from ipuexp.training.optim import build_optimizer, round_state_to_half
 from ipuexp.training.plan import ExecutionPlan
 from ipuexp.training.precision import LossScaler, to_half
-from ipuexp.training.schedule import BWD, Event, events
+from ipuexp.plan.schedule import BWD, Event, events
 
 AllReduce = Callable[[List[torch.Tensor]], None]
 """Sums a list of tensors in place over all instances."""
@@ -100,6 +100,8 @@ class Executor:
         self.train_order = events(plan.schedule, plan.num_stages, plan.layout.gradient_accumulation, True)
         self._infer_orders: Dict[int, List[Event]] = {}
         self.updates = 0
+        self.stash_peak = [0] * plan.num_stages
+        """Most micro-batches each stage has held from its forward to its backward, as measured while training."""
 
     # ---- stages ----------------------------------------------------------------------------------------------
     def _make_stage_fn(self, s: int) -> Callable[..., Tuple[Any, ...]]:
@@ -147,10 +149,12 @@ class Executor:
         received: Dict[Tuple[int, int], Tuple[Any, ...]] = {}  # stage inputs: leaves whose .grad goes back
         produced: Dict[Tuple[int, int], Tuple[Any, ...]] = {}  # stage outputs, kept until their backward
         outputs: List[Any] = [None] * len(micro_batches)
+        held = [0] * self.plan.num_stages
         scale = self.scaler.scale
         for ev in order:
             s, m = ev.stage, ev.micro_batch
             if ev.phase == BWD:
+                held[s] -= 1
                 outs = produced.pop((s, m))
                 if s == last:
                     loss = outs[0].float()
@@ -173,6 +177,9 @@ class Executor:
                 outputs[m] = (outs[0].detach(), outs[1].detach())
             if training or s < last:
                 produced[(s, m)] = outs
+            if training:
+                held[s] += 1
+                self.stash_peak[s] = max(self.stash_peak[s], held[s])
         return outputs
 
     # ---- host calls ------------------------------------------------------------------------------------------

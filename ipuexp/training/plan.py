@@ -6,7 +6,6 @@ from typing import Any, List, Sequence, Tuple
 
 from ipuexp.training.batching import BatchLayout
 from ipuexp.training.precision import PrecisionPolicy
-from ipuexp.training.schedule import SCHEDULES
 
 OUTPUT_MODES = ("default", "final", "all", "sum")
 REDUCTIONS = ("mean", "sum")
@@ -71,8 +70,6 @@ def make_plan(exp: Any, blocks: Sequence[Any]) -> ExecutionPlan:
     """The plan for an ``ExperimentConfig`` and the model's blocks."""
     o = exp.options
     schedule = _value(o.pipeline.schedule)
-    if schedule not in SCHEDULES:
-        raise ValueError(f"options.pipeline.schedule: {schedule!r} is not allowed; allowed: {', '.join(SCHEDULES)}")
     output_mode, reduction = _value(o.output_mode), _value(o.reduction_type)
     if output_mode not in OUTPUT_MODES:
         raise ValueError(f"options.output_mode: {output_mode!r} is not allowed; allowed: {', '.join(OUTPUT_MODES)}")

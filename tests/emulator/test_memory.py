@@ -13,7 +13,8 @@ from ipuexp.emulator import code_size
 from ipuexp.emulator.cost import plan_matmul
 from ipuexp.emulator.hardware import rates, tile_context
 from ipuexp.emulator.memory import estimate_memory, liveness_series, plan_ipus
-from ipuexp.emulator.stash import fifo_depth, own_saved_bytes, recomputation_active, segment_starts, stage_stash
+from ipuexp.emulator.stash import own_saved_bytes, segment_starts, stage_stash
+from ipuexp.plan.schedule import events, max_in_flight, recomputation_active, stash_depth as fifo_depth
 from ipuexp.emulator.temporary import amp_for_ipu, matmul_temporary, vocabulary_split
 from ipuexp.emulator.tiles import tile_load
 from ipuexp.emulator.variables import elements_at_least, place, state_bytes
@@ -94,14 +95,16 @@ def category(mem, name: str) -> int:
 
 # Stash FIFOs -----------------------------------------------------------------------------------------------
 
-def test_fifo_depth_follows_the_seed_formulas():
-    # Seed 001 section 4.2: grouped 2N+1 on the first IPU, 2(N-1)+1 on the second; interleaved N+1.
-    assert [fifo_depth("grouped", i, 4) for i in range(4)] == [9, 7, 5, 3]
-    assert [fifo_depth("interleaved", i, 4) for i in range(4)] == [5, 5, 5, 5]
-    assert [fifo_depth("sequential", i, 4) for i in range(4)] == [1, 1, 1, 1]
-    assert fifo_depth("grouped", 0, 1) == 1  # no pipeline
-    with pytest.raises(ValueError, match="options.pipeline.schedule"):
-        fifo_depth("zigzag", 0, 2)
+@pytest.mark.parametrize("schedule", [Schedule.grouped, Schedule.interleaved, Schedule.sequential])
+def test_stash_holds_what_the_functional_engine_keeps_in_flight(schedule):
+    """Each IPU's stash is one entry per micro-batch the schedule's executed order keeps between a stage's forward
+    and its backward (the functional engine runs that order: ``events``)."""
+    g = graph()
+    exp = experiment(recomputation__mode=RecomputationMode.none, pipeline__schedule=schedule)
+    entry = g.blocks[0].saved_elements * 2  # fp16 bytes, every activation saved for backward
+    order = events(schedule.value, 4, 64)
+    assert [i.breakdown["stash"] for i in memory(exp, g).ipus] == [max_in_flight(order, s) * entry
+                                                                   for s in range(4)]
 
 
 def test_stash_entry_grows_with_the_micro_batch():
@@ -123,9 +126,9 @@ def test_recomputation_stashes_only_checkpoints():
     with_rc = memory(experiment(recomputation__mode=RecomputationMode.pipeline), g)
     entry_in = g.blocks[0].inputs[0].elements * 2 + g.blocks[0].inputs[1].elements * 4
     entry_saved = g.blocks[0].saved_elements * 2
-    # IPU 0 holds stage 0 of 4: grouped depth 9.
-    assert with_rc.ipus[0].breakdown["stash"] == 9 * entry_in
-    assert without.ipus[0].breakdown["stash"] == 9 * entry_saved
+    # IPU 0 holds stage 0 of 4: grouped depth 7 (PopART: 2 x 3 IPUs to the end + 1).
+    assert with_rc.ipus[0].breakdown["stash"] == 7 * entry_in
+    assert without.ipus[0].breakdown["stash"] == 7 * entry_saved
     assert without.ipus[0].total_bytes > with_rc.ipus[0].total_bytes
 
 

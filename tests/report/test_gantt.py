@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from ipuexp.emulator.schedule import PipelineSpec, StageWork, simulate
+from ipuexp.emulator.pipeline import PipelineSpec, StageWork, simulate
 from ipuexp.report.gantt import draw_gantt
 from ipuexp.report.trace import write_trace
 

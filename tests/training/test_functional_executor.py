@@ -6,6 +6,8 @@ import pytest
 import torch
 from functional_fixtures import call_batch, executor, tiny_data, tiny_model, train, weights
 
+from ipuexp.plan.schedule import stash_depth
+
 
 def max_diff(a, b):
     return max(float((x.float() - y.float()).abs().max()) for x, y in zip(a, b))
@@ -39,6 +41,18 @@ def test_schedules_give_the_same_weights(data, layers_per_ipu):
     for schedule in ("interleaved", "sequential"):
         assert results[schedule][0] == results["grouped"][0]
         assert all(torch.equal(a, b) for a, b in zip(results[schedule][1], results["grouped"][1]))
+
+
+@pytest.mark.parametrize("layers_per_ipu", [[2, 1, 1], [1, 1, 1, 1]])
+@pytest.mark.parametrize("schedule", ["grouped", "interleaved", "sequential"])
+def test_measured_stash_is_the_memory_models(data, schedule, layers_per_ipu):
+    """The micro-batches each stage really held between its forward and backward are the stash FIFO depths the
+    memory model charges (``ipuexp.plan.schedule.stash_depth``)."""
+    ex = executor(schedule=schedule, layers_per_ipu=layers_per_ipu, ga=12, di=1)
+    train(ex, data, 1)
+    stages = ex.plan.num_stages
+    assert stages == len(layers_per_ipu)
+    assert ex.stash_peak == [stash_depth(schedule, s, stages) for s in range(stages)]
 
 
 def count_forwards(ex):

@@ -2,29 +2,23 @@
 
 A pipelined program runs in pipeline cycles: in each cycle every IPU executes the stage passes due in it, then
 all IPUs synchronise and copy the tensors crossing stage boundaries over the IPU-Links (so the longest IPU bounds
-the cycle: IPU optimisation guide section 4.2, PopTorch pipelining tutorial "the execution time of the longest
-stage determines the duration of one step"). Where each pass falls is the schedule:
+the cycle: IPU optimisation guide section 4.2; PopTorch pipelining tutorial, "the execution time of the longest
+stage determines the duration of one step"). Which passes fall in which cycle is the schedule, and only
+``ipuexp.plan.schedule`` knows it; this module times the cycles.
 
-* grouped (default): micro-batch m runs forward on stage s in cycle m+s and backward in cycle m+2S-2-s, so a
-  steady cycle holds every stage's forward and then every stage's backward;
-* interleaved: forwards and backwards alternate, one pass per stage per cycle (forward of m on stage s in cycle
-  2m+s, backward in cycle 2m+2S-1-s), so a backward runs on some stage in every cycle;
-* sequential (sharded execution): one pass at a time, through all stages of one micro-batch before the next;
-* a single stage (one IPU, no pipeline) is grouped with S=1.
-
-Ramp-up and ramp-down (2S-2 cycles for grouped, PopTorch pipelining tutorial "steady state after 2N+1 steps")
-fall out of which passes are active. Between the cycles where a pass starts or ends its run of micro-batches,
-the cycles repeat with the schedule's period, so each such segment is simulated for one period and repeated
-exactly: the result equals cycle-by-cycle simulation (``simulate(..., record_events=True)`` does that and is
-used for the trace).
+Ramp-up and ramp-down fall out of which passes are active. Between the cycles where a pass starts or ends its run
+of micro-batches, the cycles repeat with the schedule's period, so each such segment is simulated for one period
+and repeated exactly: the result equals cycle-by-cycle simulation (``simulate(..., record_events=True)`` does that
+and is used for the trace).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from ipuexp.plan.schedule import FWD, Slot, active, slots, total_cycles
+
 CATEGORIES = ("compute", "recompute", "exchange", "host_io")
-SCHEDULES = ("grouped", "interleaved", "sequential")
 
 
 @dataclass(frozen=True)
@@ -90,65 +84,19 @@ class PipelineResult:
     events: List[Event] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class _Slot:
-    stage: int
-    kind: str
-    offset: int
-    stride: int
-
-
-def _slots(n_stages: int, schedule: str, training: bool) -> Tuple[List[_Slot], int]:
-    """Where each stage pass runs (cycle = stride * micro_batch + offset) and the schedule's period in cycles."""
-    if schedule not in SCHEDULES:
-        raise ValueError(f"options.pipeline.schedule={schedule!r} is invalid: one of {', '.join(SCHEDULES)}")
-    S = n_stages
-    slots: List[_Slot] = []
-    if schedule == "sequential":
-        stride = 2 * S if training else S
-        for s in range(S):
-            slots.append(_Slot(s, "fwd", s, stride))
-            if training:
-                slots.append(_Slot(s, "bwd", 2 * S - 1 - s, stride))
-        return slots, stride
-    if schedule == "interleaved" and training:
-        for s in range(S):
-            slots.append(_Slot(s, "fwd", s, 2))
-            slots.append(_Slot(s, "bwd", 2 * S - 1 - s, 2))
-        return slots, 2
-    for s in range(S):
-        slots.append(_Slot(s, "fwd", s, 1))
-        if training:
-            slots.append(_Slot(s, "bwd", 2 * S - 2 - s, 1))
-    return slots, 1
-
-
-def _order(slot: _Slot) -> Tuple[int, int]:
-    """Within a cycle an IPU runs its forwards in stage order, then its backwards in reverse stage order."""
-    return (0, slot.stage) if slot.kind == "fwd" else (1, -slot.stage)
-
-
 class _Simulator:
     def __init__(self, spec: PipelineSpec):
         self.spec = spec
         self.stages = {w.stage: w for w in spec.stages}
         self.n_stages = len(spec.stages)
-        self.slots, self.period = _slots(self.n_stages, spec.schedule, spec.training)
-        self.slots.sort(key=_order)
-        self.first = next(s for s in self.slots if s.stage == 0 and s.kind == "fwd")
+        self.slots, self.period = slots(spec.schedule, self.n_stages, spec.training)
+        self.first = next(s for s in self.slots if s.stage == 0 and s.phase == FWD)
         self.ipus = sorted({w.ipu for w in spec.stages})
         self.multi_ipu = len(self.ipus) > 1
-        n = spec.micro_batches
-        self.total_cycles = max(s.offset + s.stride * (n - 1) for s in self.slots) + 1 if n > 0 else 0
+        self.total_cycles = total_cycles(self.slots, spec.micro_batches)
 
-    def active(self, c: int) -> List[Tuple[_Slot, int]]:
-        out = []
-        n = self.spec.micro_batches
-        for slot in self.slots:
-            d = c - slot.offset
-            if d >= 0 and d % slot.stride == 0 and d // slot.stride < n:
-                out.append((slot, d // slot.stride))
-        return out
+    def active(self, c: int) -> List[Tuple[Slot, int]]:
+        return active(self.slots, c, self.spec.micro_batches)
 
     def _first_stage_mb(self, c: int) -> int:
         """Micro-batch whose first-stage forward runs in cycle ``c`` (-1 if none)."""
@@ -193,7 +141,7 @@ class _Simulator:
 
         for slot, mb in self.active(c):
             w = self.stages[slot.stage]
-            if slot.kind == "fwd":
+            if slot.phase == FWD:
                 if slot.stage == 0:
                     # Without IO tiles the stream copy runs before the compute (IPU optimisation guide Fig. 4.6).
                     io = spec.io_exposed_s + (0.0 if spec.io_overlap else spec.io_s)

@@ -5,7 +5,7 @@ import itertools
 
 import pytest
 
-from ipuexp.emulator.schedule import PipelineSpec, StageWork, simulate
+from ipuexp.emulator.pipeline import PipelineSpec, StageWork, simulate
 
 
 def stages(n: int, fwd: float = 1.0, bwd: float = 2.0, ipus=None, **kw) -> tuple:
