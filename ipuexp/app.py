@@ -9,6 +9,7 @@ from typing import Any, List, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from ipuexp.config.schema import ExperimentConfig
 from ipuexp.result import Result
 
 log = logging.getLogger("ipuexp")
@@ -24,25 +25,24 @@ class Evaluation:
     """Per-IPU events of one step (for the trace and the Gantt chart), when asked for."""
 
 
-def evaluate(exp: Any, cache_dir: Optional[str] = None, with_events: bool = False) -> Evaluation:
+def evaluate(exp: ExperimentConfig, cache_dir: Optional[str] = None, with_events: bool = False) -> Evaluation:
     """Run the analytic engine for a validated ExperimentConfig object; no files written."""
     from ipuexp.emulator.memory import liveness_of, memory_figures, plan_ipus
     from ipuexp.emulator.model_figures import model_figures
     from ipuexp.emulator.timing import analyse
     from ipuexp.emulator.timing import figures as throughput_figures
+    from ipuexp.plan.execution import plan_for
     from ipuexp.runner.captures import capture
-    from ipuexp.graph.stages import assign_stages
 
     graph = capture(exp.model, exp.data.micro_batch_size, cache_dir=cache_dir or exp.engine.cache_dir)
-    pipe = exp.options.pipeline
-    stages = assign_stages(graph.blocks, pipe.layers_per_ipu, pipe.device_mapping)
-    figures = model_figures(graph, stages, exp.options.precision, exp.training)
-    plans = plan_ipus(exp, graph, stages)
-    memory = memory_figures(plans, exp)
-    step = analyse(exp, graph, stages, record_events=with_events)
+    plan = plan_for(exp, graph)
+    figures = model_figures(graph, plan.stages, exp.options.precision, exp.training)
+    ipu_plans = plan_ipus(plan, graph)
+    memory = memory_figures(ipu_plans, plan)
+    step = analyse(plan, graph, record_events=with_events)
     result = Result(recipe=exp.recipe, model=figures, fits=memory.fits, memory=memory,
                     throughput=throughput_figures(step))
-    return Evaluation(result=result, liveness=liveness_of(plans), events=step.events)
+    return Evaluation(result=result, liveness=liveness_of(ipu_plans), events=step.events)
 
 
 def _save_charts(ev: Evaluation, out: Path) -> None:
@@ -61,7 +61,7 @@ def _save_charts(ev: Evaluation, out: Path) -> None:
     result.artifacts["liveness_chart"] = str(Path(path).resolve())
 
 
-def _wants_charts(exp: Any) -> bool:
+def _wants_charts(exp: ExperimentConfig) -> bool:
     mode = exp.report.charts.value
     if mode != "auto":
         return mode == "always"

@@ -16,10 +16,14 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from ipuexp.calibration import CALIBRATION_DIR, Row, compose_run, load_rows
 from ipuexp.config.store import CONF_DIR
+
+if TYPE_CHECKING:
+    from ipuexp.graph.types import Graph
+    from ipuexp.plan.execution import ExecutionPlan
 
 FITTED: Dict[str, Tuple[float, float]] = {
     "amp_efficiency": (0.05, 1.0),
@@ -48,14 +52,13 @@ class ValidateConfig:
     """Graph capture cache (default: the engine's)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Case:
-    """A calibration row ready to evaluate: its experiment, graph and stages."""
+    """A calibration row ready to evaluate: its execution plan and captured graph."""
 
     row: Row
-    exp: Any
-    graph: Any
-    stages: Any
+    plan: ExecutionPlan
+    graph: Graph
 
 
 @dataclass
@@ -105,24 +108,23 @@ def load_config(path: Optional[Path] = None) -> ValidateConfig:
 
 def prepare(rows: Sequence[Row], cache_dir: Optional[str] = None) -> List[Case]:
     from ipuexp.graph.capture import capture
-    from ipuexp.graph.stages import assign_stages
+    from ipuexp.plan.execution import plan_for
 
     cases = []
     for row in rows:
         exp = compose_run(row.id)
         graph = capture(exp.model, exp.data.micro_batch_size, cache_dir=cache_dir or exp.engine.cache_dir)
-        pipe = exp.options.pipeline
-        cases.append(Case(row, exp, graph, assign_stages(graph.blocks, pipe.layers_per_ipu, pipe.device_mapping)))
+        cases.append(Case(row, plan_for(exp, graph), graph))
     return cases
 
 
 def predict(case: Case, constants: Optional[Dict[str, float]] = None) -> float:
-    """Samples per second of a case, with ``constants`` replacing the configured calibration values."""
+    """Samples per second of a case, with ``constants`` replacing the configured calibration values (the case
+    itself is not changed)."""
     from ipuexp.emulator.timing import estimate_throughput
 
-    if constants:
-        case.exp.ipu.calibration = {**dict(case.exp.ipu.calibration), **constants}
-    return estimate_throughput(case.exp, case.graph, case.stages).samples_per_s
+    plan = case.plan.with_calibration(constants) if constants else case.plan
+    return estimate_throughput(plan, case.graph).samples_per_s
 
 
 def fit(cases: Sequence[Case], start: Dict[str, float]) -> Dict[str, float]:
@@ -151,7 +153,7 @@ def _rounded(constants: Dict[str, float]) -> Dict[str, float]:
 def run(cfg: ValidateConfig, refit: bool = False) -> Report:
     rows = load_rows(Path(cfg.csv).expanduser().resolve() if cfg.csv else None)
     cases = prepare(rows, cfg.cache_dir)
-    configured = {n: float(cases[0].exp.ipu.calibration[n]) for n in FITTED}
+    configured = {n: float(getattr(cases[0].plan.rates.calibration, n)) for n in FITTED}
     constants = _rounded(fit(cases, configured)) if refit else configured
     outcomes = [Outcome(c.row, predict(c, constants)) for c in cases]
     report = Report(outcomes, constants)
@@ -161,7 +163,6 @@ def run(cfg: ValidateConfig, refit: bool = False) -> Report:
             loo = _rounded(fit(others, constants))
             report.loo_constants[out.row.id] = loo
             out.loo = predict(cases[i], loo)
-            predict(cases[i], constants)  # leave the case on the full-fit constants
     return report
 
 

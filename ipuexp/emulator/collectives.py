@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import ceil
 
-from ipuexp.emulator.precision import IO_PRECISION_BYTES
+from ipuexp.plan.precision import IO_PRECISION_BYTES
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Dict, Sequence, Tuple
+from typing import Any, Dict, Sequence, Tuple
 
 import numpy as np
 
-from ipuexp.emulator.hardware import TileContext
+from ipuexp.plan.hardware import TileContext
 from ipuexp.graph.types import BlockCapture, OpRecord
 
 MAX_SERIAL_SPLIT = 64
@@ -221,19 +221,13 @@ def block_cycles(block: BlockCapture, ctx: TileContext) -> BlockCycles:
     return BlockCycles(fwd, bwd)
 
 
-def _signature(block: BlockCapture) -> Tuple[int, ...]:
-    """Identical repeated layers (same FLOPs, parameters, saved and peak elements, op counts) cost the same."""
-    return (block.fwd_flops, block.bwd_flops, block.parameters, block.saved_elements, block.peak_fwd_elements,
-            block.op_count_fwd, block.op_count_bwd, len(block.ops))
-
-
 def blocks_cycles(blocks: Sequence[BlockCapture], ctx: TileContext,
-                  memo: Dict[Tuple[int, ...], BlockCycles] | None = None) -> BlockCycles:
+                  memo: Dict[Tuple[Any, ...], BlockCycles] | None = None) -> BlockCycles:
     """Sum over ``blocks``; ``memo`` (one per ``ctx``) shares the cost of identical layers."""
     memo = {} if memo is None else memo
     fwd, bwd = Cycles(), Cycles()
     for block in blocks:
-        key = _signature(block)
+        key = block.signature
         bc = memo.get(key)
         if bc is None:
             bc = memo[key] = block_cycles(block, ctx)

@@ -26,15 +26,15 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from ipuexp.config.schema import option_value
 from ipuexp.emulator.code_size import SERIALISED_OP_UNITS, CodeUnits, code_bytes
-from ipuexp.emulator.hardware import rates, tile_context
+from ipuexp.plan.execution import ExecutionPlan
+from ipuexp.plan.hardware import tile_context
 from ipuexp.emulator.oom import FailingIPU, oom_lines
-from ipuexp.emulator.precision import IO_PRECISION_BYTES, float_elements, is_float, precision_bytes, tensor_bytes
+from ipuexp.plan.precision import IO_PRECISION_BYTES, float_elements, is_float, precision_bytes, tensor_bytes
 from ipuexp.emulator.stash import StageStash, own_saved_bytes, saved_bytes, segment_starts, stage_stash
 from ipuexp.emulator.temporary import matmul_temporary
 from ipuexp.emulator.tiles import TileLoad, tile0_excess, tile_load
 from ipuexp.emulator.variables import OPTIMIZER_STATES, place, state_bytes
 from ipuexp.graph.types import BlockCapture, Graph, Stage, TensorInfo
-from ipuexp.plan.schedule import recomputation_active, stash_depth
 from ipuexp.result import IPUMemory, MemoryFigures
 
 ALWAYS_LIVE = ("weights", "gradient_accumulators", "optimizer_state", "stash", "host_io_buffers", "control_code",
@@ -79,22 +79,20 @@ class _Settings:
     proportion: Any
 
 
-def _settings(exp: Any) -> _Settings:
-    opts = exp.options
-    prec = precision_bytes(str(opts.precision))
-    optimizer = option_value(exp.optimizer.name)
-    if optimizer not in OPTIMIZER_STATES:
-        raise ValueError(f"optimizer.name: {optimizer!r} is not allowed; allowed: {', '.join(OPTIMIZER_STATES)}")
-    first, second = state_bytes(optimizer, option_value(exp.optimizer.state_precision))
-    io_precision = str(exp.data.io_precision)
+def _settings(plan: ExecutionPlan) -> _Settings:
+    opts = plan.options
+    prec = plan.precision
+    optimizer = option_value(plan.optimizer.name)
+    first, second = state_bytes(optimizer, option_value(plan.optimizer.state_precision))
+    io_precision = str(plan.data.io_precision)
     return _Settings(
-        training=bool(exp.training), act=prec.activation, weight=prec.weight,
+        training=plan.training, act=prec.activation, weight=prec.weight,
         replicas=int(opts.replication_factor),
         accumulate=int(opts.gradient_accumulation) > 1, schedule=option_value(opts.pipeline.schedule),
         recompute_mode=option_value(opts.recomputation.mode),
         every_layer=bool(opts.recomputation.checkpoint_every_layer),
         first_state=first, second_state=second, state_tensors=sum(OPTIMIZER_STATES[optimizer]),
-        locations=opts.tensor_locations, tiles=int(exp.ipu.tiles), tile_memory=int(exp.ipu.memory_per_tile_bytes),
+        locations=opts.tensor_locations, tiles=int(plan.ipu.tiles), tile_memory=int(plan.ipu.memory_per_tile_bytes),
         io_tiles=int(opts.io.num_io_tiles), io_proportion=float(opts.io.io_tiles_available_memory_proportion),
         prefetch=max(int(opts.io.prefetch_depth), 1), synthetic=bool(opts.synthetic_data),
         io_float_bytes=IO_PRECISION_BYTES.get(io_precision, prec.activation),
@@ -110,11 +108,6 @@ class _BlockFigures:
     temp_bwd: int
     code_keys: Set[Tuple[Any, ...]]
     serialised: Set[Tuple[Any, ...]]
-
-
-def _signature(b: BlockCapture) -> Tuple[Any, ...]:
-    return (b.parameters, b.parameter_tensors, b.fwd_flops, b.bwd_flops, b.saved_elements, b.op_count_fwd,
-            b.op_count_bwd, len(b.ops), b.tied_parameters)
 
 
 def _block_figures(b: BlockCapture, s: _Settings, ctx: Any, vocab: int) -> _BlockFigures:
@@ -162,30 +155,29 @@ class IPUPlan:
         return max(self.steps, key=lambda st: sum(st[1].values())) if self.steps else ("", {})
 
 
-def plan_ipus(exp: Any, graph: Graph, stages: Sequence[Stage]) -> List[IPUPlan]:
+def plan_ipus(plan: ExecutionPlan, graph: Graph) -> List[IPUPlan]:
     """Memory plans of every IPU of one replica."""
-    s = _settings(exp)
-    ipus = sorted({st.ipu for st in stages})
-    n_stages = len(stages)
-    recompute = s.training and recomputation_active(s.recompute_mode, n_stages)
+    s = _settings(plan)
+    stages = plan.stages
+    recompute = plan.recompute
     vocab = max((b.tied_parameters for b in graph.blocks), default=0)
     owner_ipu = _tied_owner_ipu(stages, vocab)
     first_inputs = stages[0].blocks[0].inputs if stages and stages[0].blocks else []
-    hw = rates(exp)
     plans = []
-    for position, ipu in enumerate(ipus):
+    for position, ipu in enumerate(plan.ipus):
         own = [st for st in stages if st.ipu == ipu]
-        ctx = tile_context(exp, hw, position, len(ipus))
+        ctx = tile_context(plan, position)
         amp = ctx.amp_proportion
         figs: Dict[Tuple[Any, ...], _BlockFigures] = {}
         block_figs: Dict[int, _BlockFigures] = {}
         for st in own:
             for b in st.blocks:
-                sig = _signature(b)
+                sig = b.signature
                 if sig not in figs:
                     figs[sig] = _block_figures(b, s, ctx, vocab)
                 block_figs[id(b)] = figs[sig]
-        plans.append(_plan_ipu(ipu, own, stages, s, amp, recompute, block_figs, owner_ipu, vocab, first_inputs))
+        plans.append(_plan_ipu(ipu, own, stages, s, amp, recompute, plan.stash_depths, block_figs, owner_ipu, vocab,
+                               first_inputs))
     return plans
 
 
@@ -201,7 +193,7 @@ def _tied_owner_ipu(stages: Sequence[Stage], tied: int) -> Optional[int]:
 
 
 def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: _Settings, amp: float, recompute: bool,
-              block_figs: Dict[int, _BlockFigures], owner_ipu: Optional[int], vocab: int,
+              depths: Sequence[int], block_figs: Dict[int, _BlockFigures], owner_ipu: Optional[int], vocab: int,
               first_inputs: List[TensorInfo]) -> IPUPlan:
     blocks = [b for st in own for b in st.blocks]
     n_stages = len(stages)
@@ -239,8 +231,7 @@ def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: _Settings,
     stashes: List[StageStash] = []
     if s.training:
         for st in own:
-            depth = stash_depth(s.schedule, st.index, n_stages)
-            stashes.append(stage_stash(st.blocks, depth, recompute, s.every_layer, s.act))
+            stashes.append(stage_stash(st.blocks, depths[st.index], recompute, s.every_layer, s.act))
         if loc.activations.on_chip:
             al["stash"] = sum(x.bytes for x in stashes)
 
@@ -373,46 +364,40 @@ def _steps(own: List[Stage], s: _Settings, recompute: bool, block_figs: Dict[int
     return steps
 
 
-def estimate_memory(exp: Any, graph: Graph, stages: Sequence[Stage]) -> MemoryFigures:
-    """Memory of every IPU of one replica, and whether it fits (``exp``: an ExperimentConfig object)."""
-    plans = plan_ipus(exp, graph, stages)
-    return memory_figures(plans, exp)
+def estimate_memory(plan: ExecutionPlan, graph: Graph) -> MemoryFigures:
+    """Memory of every IPU of one replica, and whether it fits."""
+    return memory_figures(plan_ipus(plan, graph), plan)
 
 
-def memory_figures(plans: Sequence[IPUPlan], exp: Any) -> MemoryFigures:
-    """:class:`MemoryFigures` of computed plans, with the out-of-memory report when a tile overflows."""
-    tile_memory = int(exp.ipu.memory_per_tile_bytes)
-    tiles = int(exp.ipu.tiles)
+def memory_figures(ipu_plans: Sequence[IPUPlan], plan: ExecutionPlan) -> MemoryFigures:
+    """:class:`MemoryFigures` of computed IPU plans, with the out-of-memory report when a tile overflows."""
+    tile_memory = int(plan.ipu.memory_per_tile_bytes)
+    tiles = int(plan.ipu.tiles)
     ipus: List[IPUMemory] = []
     failing: List[FailingIPU] = []
-    recompute = False
-    for plan in plans:
-        _, peak = plan.peak_step()
-        breakdown = {c: int(plan.always_live.get(c, 0) + peak.get(c, 0)) for c in CATEGORIES}
+    for ip in ipu_plans:
+        _, peak = ip.peak_step()
+        breakdown = {c: int(ip.always_live.get(c, 0) + peak.get(c, 0)) for c in CATEGORIES}
         nal = int(sum(peak.values()))
-        io_overflow = plan.tile.io_buffer_bytes > plan.tile.io_buffer_limit if plan.tile.io_tile_bytes else False
-        fits = plan.tile.max_tile_bytes <= tile_memory and not io_overflow
-        tile = plan.ipu * tiles + plan.tile.max_tile
-        ipus.append(IPUMemory(ipu=plan.ipu, capacity_bytes=tiles * tile_memory,
-                              total_bytes=plan.always_live_bytes + nal, always_live_bytes=plan.always_live_bytes,
-                              not_always_live_bytes=nal, max_tile_bytes=plan.tile.max_tile_bytes, max_tile=tile,
+        io_overflow = ip.tile.io_buffer_bytes > ip.tile.io_buffer_limit if ip.tile.io_tile_bytes else False
+        fits = ip.tile.max_tile_bytes <= tile_memory and not io_overflow
+        tile = ip.ipu * tiles + ip.tile.max_tile
+        ipus.append(IPUMemory(ipu=ip.ipu, capacity_bytes=tiles * tile_memory,
+                              total_bytes=ip.always_live_bytes + nal, always_live_bytes=ip.always_live_bytes,
+                              not_always_live_bytes=nal, max_tile_bytes=ip.tile.max_tile_bytes, max_tile=tile,
                               fits=fits, breakdown=breakdown))
         if not fits:
-            failing.append(FailingIPU(ipu=plan.ipu, tile=tile, tile_bytes=plan.tile.max_tile_bytes,
-                                      tile_memory=tile_memory, breakdown=breakdown, amp=plan.amp, layers=plan.layers,
-                                      io_overflow=io_overflow, io_buffer_bytes=plan.tile.io_buffer_bytes,
-                                      io_buffer_limit=plan.tile.io_buffer_limit))
-    if exp.training:
-        n = sum(len(p.stages) for p in plans)
-        recompute = recomputation_active(option_value(exp.options.recomputation.mode), n)
+            failing.append(FailingIPU(ipu=ip.ipu, tile=tile, tile_bytes=ip.tile.max_tile_bytes,
+                                      tile_memory=tile_memory, breakdown=breakdown, amp=ip.amp, layers=ip.layers,
+                                      io_overflow=io_overflow, io_buffer_bytes=ip.tile.io_buffer_bytes,
+                                      io_buffer_limit=ip.tile.io_buffer_limit))
     fits = not failing
-    return MemoryFigures(fits=fits, ipus=ipus, report=oom_lines(failing, exp, recompute))
+    return MemoryFigures(fits=fits, ipus=ipus, report=oom_lines(failing, plan))
 
 
-def liveness_series(exp: Any, graph: Graph, stages: Sequence[Stage], ipu: Optional[int] = None) -> List[LivenessStep]:
+def liveness_series(plan: ExecutionPlan, graph: Graph, ipu: Optional[int] = None) -> List[LivenessStep]:
     """Bytes live at each program step of one IPU (default: the IPU whose fullest tile is fullest)."""
-    plans = plan_ipus(exp, graph, stages)
-    return liveness_of(plans, ipu)
+    return liveness_of(plan_ipus(plan, graph), ipu)
 
 
 def liveness_of(plans: Sequence[IPUPlan], ipu: Optional[int] = None) -> List[LivenessStep]:

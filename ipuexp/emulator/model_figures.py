@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Sequence
 
-from ipuexp.emulator.precision import precision_bytes, tensor_bytes
+from ipuexp.plan.precision import precision_bytes, tensor_bytes
 from ipuexp.emulator.stash import stage_stash
 from ipuexp.graph.types import Graph, Stage
 from ipuexp.result import IPUModelFigures, ModelFigures

@@ -10,9 +10,10 @@ the model over more IPUs last. Only remedies that apply to the configuration are
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Sequence
+from typing import Dict, List, Sequence
 
 from ipuexp.config.schema import option_value
+from ipuexp.plan.execution import ExecutionPlan
 
 BATCH_CATEGORIES = ("stash", "activations", "temporary", "host_io_buffers")
 """Categories that scale with the micro-batch (IPU optimisation guide section 3.4.4)."""
@@ -45,7 +46,7 @@ class FailingIPU:
     io_buffer_limit: int
 
 
-def oom_lines(failing: Sequence[FailingIPU], exp: Any, recompute_active: bool) -> List[str]:
+def oom_lines(failing: Sequence[FailingIPU], plan: ExecutionPlan) -> List[str]:
     """Report lines for the IPUs that do not fit (empty when all fit)."""
     if not failing:
         return []
@@ -61,7 +62,7 @@ def oom_lines(failing: Sequence[FailingIPU], exp: Any, recompute_active: bool) -
             lines.append(f"  IPU {f.ipu}: IO-tile stream buffers need {f.io_buffer_bytes} bytes per IO tile but "
                          f"options.io.io_tiles_available_memory_proportion allows {f.io_buffer_limit}")
     lines.append("Remedies, in the order the IPU optimisation guide tries them (section 6.4):")
-    lines += [f"  {i}. {r}" for i, r in enumerate(_remedies(failing, exp, recompute_active), 1)]
+    lines += [f"  {i}. {r}" for i, r in enumerate(_remedies(failing, plan), 1)]
     return lines
 
 
@@ -69,28 +70,28 @@ def _sum(failing: Sequence[FailingIPU], category: str) -> int:
     return max(f.breakdown.get(category, 0) for f in failing)
 
 
-def _remedies(failing: Sequence[FailingIPU], exp: Any, recompute_active: bool) -> List[str]:
-    opts = exp.options
+def _remedies(failing: Sequence[FailingIPU], plan: ExecutionPlan) -> List[str]:
+    opts = plan.options
     loc = opts.tensor_locations
     out: List[str] = []
     if any(f.io_overflow for f in failing):
         out.append(f"raise options.io.num_io_tiles (now {opts.io.num_io_tiles}): IO tiles must hold a whole "
                    "micro-batch, N_IO ~ 1.05 x micro-batch bytes / tile memory (IPU optimisation guide section "
                    "4.4.2)")
-    mbs = exp.data.micro_batch_size
+    mbs = plan.micro_batch_size
     batch = max(sum(f.breakdown.get(c, 0) for c in BATCH_CATEGORIES) for f in failing)
     if mbs > 1 and batch > 0:
         out.append(f"reduce data.micro_batch_size (now {mbs}): stash, activations, temporaries and host buffers "
                    f"({human(batch)} on the fullest IPU) scale with it (IPU optimisation guide section 5.6)")
     stash = _sum(failing, "stash")
     mode = option_value(opts.recomputation.mode)
-    if exp.training and not recompute_active:
+    if plan.training and not plan.recompute:
         target = "pipeline" if len(opts.pipeline.layers_per_ipu) > 1 else "all"
         out.append(f"enable recomputation, options.recomputation.mode={target} (now {mode}) with "
                    "options.recomputation.checkpoint_every_layer=true: the stash holds every activation saved for "
                    f"backward ({human(stash)}); with recomputation only checkpoints are stashed and one layer at a "
                    "time is recomputed (IPU optimisation guide section 5.3)")
-    elif exp.training and not opts.recomputation.checkpoint_every_layer and _sum(failing, "activations") > 0:
+    elif plan.training and not opts.recomputation.checkpoint_every_layer and _sum(failing, "activations") > 0:
         out.append("set options.recomputation.checkpoint_every_layer=true: a stage then recomputes one layer at a "
                    f"time instead of all its activations ({human(_sum(failing, 'activations'))} live at the peak; "
                    "IPU optimisation guide section 5.3.2)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Sequence
 
-from ipuexp.emulator.precision import tensor_bytes
+from ipuexp.plan.precision import tensor_bytes
 from ipuexp.graph.types import BlockCapture
 
 

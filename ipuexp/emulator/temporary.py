@@ -63,7 +63,7 @@ def vocabulary_split(shape: Any, a: float, b: float, table_elements: int, pieces
 
 def matmul_temporary(record: Any, ctx: Any, table_elements: int = 0, pieces: int = 1) -> Temporary:
     """Temporary memory of one occurrence of a captured matmul/convolution record on the IPU ``ctx``
-    (an ``emulator.hardware.TileContext``), under the plan ``emulator.cost.plan_matmul`` chooses."""
+    (an ``plan.hardware.TileContext``), under the plan ``emulator.cost.plan_matmul`` chooses."""
     from ipuexp.emulator.cost import matmul_operands, plan_matmul
 
     m, k, n = (max(int(x), 1) for x in record.matmul_shape)
@@ -72,19 +72,3 @@ def matmul_temporary(record: Any, ctx: Any, table_elements: int = 0, pieces: int
     plan = plan_matmul(m, k, n, round(a), round(b), batch, ctx)
     return Temporary(bytes=int(plan.temp_bytes_per_tile * ctx.compute_tiles), serial_pieces=plan.serial,
                      fits=plan.fits)
-
-
-def amp_for_ipu(proportion: object, ipu_index: int, num_ipus: int) -> float:
-    """``options.available_memory_proportion`` for one IPU: a number for all, or one value per IPU."""
-    if isinstance(proportion, (int, float)) and not isinstance(proportion, bool):
-        return float(proportion)
-    values: Optional[list] = list(proportion) if proportion is not None else None  # type: ignore[arg-type]
-    if not values:
-        raise ValueError(f"options.available_memory_proportion: {proportion!r} is not allowed; allowed: a number "
-                         "in (0, 1] or a list with one per IPU")
-    if len(values) == 1:
-        return float(values[0])
-    if len(values) != num_ipus:
-        raise ValueError(f"options.available_memory_proportion: {values} has {len(values)} values but the "
-                         f"pipeline uses {num_ipus} IPUs; allowed: one number or one value per IPU")
-    return float(values[ipu_index])

@@ -1,13 +1,13 @@
 """Throughput of a configuration: stage costs -> pipeline simulation -> weight update -> samples per second.
 
-``estimate_throughput(exp, graph, stages)`` is the public entry; ``step_events`` returns the per-IPU intervals
+``estimate_throughput(plan, graph)`` is the public entry; ``step_events`` returns the per-IPU intervals
 of one step (one weight update) for the trace and the Gantt chart. Both run the same model.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from math import ceil
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List
 
 from ipuexp.config.schema import option_value
 from ipuexp.emulator.collectives import (
@@ -19,13 +19,13 @@ from ipuexp.emulator.collectives import (
     streaming_s,
 )
 from ipuexp.emulator.cost import Cycles, blocks_cycles, vector_cycles
-from ipuexp.emulator.hardware import Rates, TileContext, rates, tile_context
-from ipuexp.emulator.precision import float_elements, precision_bytes, tensor_bytes
 from ipuexp.emulator.pipeline import Event, PipelineResult, PipelineSpec, StageWork, simulate
 from ipuexp.emulator.stash import stage_stash
-from ipuexp.plan.schedule import recomputation_active
 from ipuexp.emulator.variables import OPTIMIZER_STATES, state_bytes
 from ipuexp.graph.types import Graph, Stage
+from ipuexp.plan.execution import ExecutionPlan
+from ipuexp.plan.hardware import TileContext, tile_context
+from ipuexp.plan.precision import float_elements, tensor_bytes
 from ipuexp.result import ThroughputFigures
 
 # Extra passes over weight and update for the layer-wise trust ratio (LAMB, LARS compute norms of both before
@@ -59,29 +59,16 @@ class StepAnalysis:
 
 
 
-def _recomputes(exp: Any, stage: Stage, n_stages: int) -> bool:
-    """Whether ``stage`` recomputes its forward before its backward. Recomputation is on as the memory model
-    has it (``stash.recomputation_active``); in a pipeline the last stage is exempt: its backward follows its
-    forward in the same cycle, so nothing of it is stashed (PopART RecomputationType::Pipeline). ``all``
-    (RecomputeAll) recomputes every stage."""
-    if not exp.training:
-        return False
-    mode = option_value(exp.options.recomputation.mode)
-    if not recomputation_active(mode, n_stages):
-        return False
-    return mode == "all" or stage.index < n_stages - 1
-
-
-def _stage_work(exp: Any, stage: Stage, n_stages: int, ctx: TileContext, r: Rates, memo: Dict) -> StageWork:
-    opts = exp.options
-    pb = precision_bytes(opts.precision)
+def _stage_work(plan: ExecutionPlan, stage: Stage, ctx: TileContext, memo: Dict) -> StageWork:
+    opts, r = plan.options, plan.rates
+    pb = plan.precision
     clock = r.clock_hz
     bc = blocks_cycles(stage.blocks, ctx, memo)
-    fwd, bwd = bc.fwd, Cycles(bc.bwd.compute, bc.bwd.exchange) if exp.training else Cycles()
+    fwd, bwd = bc.fwd, Cycles(bc.bwd.compute, bc.bwd.exchange) if plan.training else Cycles()
     params = stage.parameters
     locs = opts.tensor_locations
     extra_fwd = extra_bwd = 0.0
-    if exp.training and opts.gradient_accumulation > 1:
+    if plan.training and opts.gradient_accumulation > 1:
         # Accumulate this micro-batch's gradients: read accumulator and gradient, write accumulator.
         bwd += vector_cycles(3.0 * params * pb.weight, ctx, supersteps=1)
         if not locs.accumulators.on_chip:
@@ -89,10 +76,10 @@ def _stage_work(exp: Any, stage: Stage, n_stages: int, ctx: TileContext, r: Rate
     if not locs.weights.on_chip:
         # Off-chip weights are streamed in for the forward and again for the backward pass.
         extra_fwd += streaming_s(params * pb.weight, r.streaming_memory_bytes_per_s)
-        if exp.training:
+        if plan.training:
             extra_bwd += streaming_s(params * pb.weight, r.streaming_memory_bytes_per_s)
-    recompute = _recomputes(exp, stage, n_stages)
-    if exp.training and not locs.activations.on_chip:
+    recompute = plan.stage_recomputes[stage.index]
+    if plan.training and not locs.activations.on_chip:
         stash = (tensor_bytes(stage.inputs, pb.activation) if recompute else
                  stage_stash(stage.blocks, 1, False, False, pb.activation).entry_bytes)
         extra_fwd += streaming_s(stash, r.streaming_memory_bytes_per_s)
@@ -106,18 +93,18 @@ def _stage_work(exp: Any, stage: Stage, n_stages: int, ctx: TileContext, r: Rate
         bwd_exchange=bwd.exchange / clock + extra_bwd,
         recompute=fwd.total / clock if recompute else 0.0,
         send_fwd_bytes=float(tensor_bytes(stage.outputs, pb.activation)),
-        send_bwd_bytes=float(float_elements(stage.inputs) * pb.activation) if exp.training else 0.0,
+        send_bwd_bytes=float(float_elements(stage.inputs) * pb.activation) if plan.training else 0.0,
     )
 
 
-def _weight_update_s(exp: Any, params: int, tensors: int, ctx: TileContext, r: Rates) -> float:
+def _weight_update_s(plan: ExecutionPlan, params: int, tensors: int, ctx: TileContext) -> float:
     """Optimizer step on one IPU: a memory-bound pass over weights, gradients and states (sharded by RTS),
     plus streaming of off-chip optimizer state in and out (IPU optimisation guide section 5.4)."""
-    opts = exp.options
-    pb = precision_bytes(opts.precision)
-    name = option_value(exp.optimizer.name)
+    opts, r = plan.options, plan.rates
+    pb = plan.precision
+    name = option_value(plan.optimizer.name)
     # State bytes per parameter, as the memory model holds them (half: first moment fp16, second fp32).
-    first, second = state_bytes(name, str(exp.optimizer.state_precision)) if name in OPTIMIZER_STATES else (0, 0)
+    first, second = state_bytes(name, str(plan.optimizer.state_precision)) if name in OPTIMIZER_STATES else (0, 0)
     rts = opts.tensor_locations.optimizer_state.replicated_tensor_sharding and opts.replication_factor > 1
     shard = params / opts.replication_factor if rts else float(params)
     # Read and write the weight (plus the trust-ratio norm passes), read the accumulated gradient, read and write
@@ -132,12 +119,12 @@ def _weight_update_s(exp: Any, params: int, tensors: int, ctx: TileContext, r: R
     return seconds
 
 
-def _collective_s(exp: Any, params: int, r: Rates) -> float:
-    opts = exp.options
+def _collective_s(plan: ExecutionPlan, params: int) -> float:
+    opts, r = plan.options, plan.rates
     replicas = int(opts.replication_factor)
     if replicas <= 1 or params == 0:
         return 0.0
-    pb = precision_bytes(opts.precision)
+    pb = plan.precision
     links = LinkRates(ring_bytes_per_s=r.neighbour_link_bytes_per_s,
                       gw_bytes_per_s_per_ipu=r.gw_link_bytes_per_s / max(r.ipus_per_machine, 1),
                       step_latency_s=r.calibration.global_sync_cycles / r.clock_hz)
@@ -147,15 +134,16 @@ def _collective_s(exp: Any, params: int, r: Rates) -> float:
     return allreduce_s(grad_bytes, replicas, r.num_racks, links)
 
 
-def _io(exp: Any, graph: Graph, r: Rates, ctx0: TileContext, ipus_per_replica: int) -> Dict[str, Any]:
+def _io(plan: ExecutionPlan, graph: Graph, ctx0: TileContext) -> Dict[str, Any]:
     """Host IO per micro-batch: transfer time, whether IO tiles overlap it, what never overlaps, and how long
     the host needs to prepare the buffers of one micro-batch for the replicas one host process serves."""
-    opts = exp.options
+    opts, r = plan.options, plan.rates
+    ipus_per_replica = len(plan.ipus)
     if opts.synthetic_data:
         return dict(io_s=0.0, io_overlap=False, io_exposed_s=0.0, host_period_s=0.0)
-    mbs = exp.data.micro_batch_size
+    mbs = plan.data.micro_batch_size
     per_sample = io_bytes_per_sample(graph.input_bytes_per_sample, graph.input_elements_per_sample,
-                                     str(exp.data.io_precision))
+                                     str(plan.data.io_precision))
     nbytes = per_sample * mbs
     bw = host_bytes_per_s_per_replica(r.host_link_bytes_per_s, opts.replication_factor, ipus_per_replica,
                                       r.ipus_per_machine)
@@ -180,24 +168,21 @@ def _io(exp: Any, graph: Graph, r: Rates, ctx0: TileContext, ipus_per_replica: i
     return dict(io_s=transfer, io_overlap=overlap, io_exposed_s=exposed, host_period_s=per_instance * latency)
 
 
-def analyse(exp: Any, graph: Graph, stages: Sequence[Stage], record_events: bool = False) -> StepAnalysis:
-    """Time one step of ``exp`` (a weight update in training; one device iteration in inference)."""
-    opts = exp.options
-    r = rates(exp)
-    ipu_ids = sorted({s.ipu for s in stages})
-    ctxs = {i: tile_context(exp, r, n, len(ipu_ids)) for n, i in enumerate(ipu_ids)}
-    n_stages = len(stages)
+def analyse(plan: ExecutionPlan, graph: Graph, record_events: bool = False) -> StepAnalysis:
+    """Time one step of ``plan`` (a weight update in training; one device iteration in inference)."""
+    opts, r, stages = plan.options, plan.rates, plan.stages
+    ipu_ids = plan.ipus
+    ctxs = {i: tile_context(plan, n) for n, i in enumerate(ipu_ids)}
     memos: Dict[int, Dict] = {i: {} for i in ipu_ids}
-    works = tuple(_stage_work(exp, s, n_stages, ctxs[s.ipu], r, memos[s.ipu]) for s in stages)
-    io = _io(exp, graph, r, ctxs[stages[0].ipu], len(ipu_ids))
+    works = tuple(_stage_work(plan, s, ctxs[s.ipu], memos[s.ipu]) for s in stages)
+    io = _io(plan, graph, ctxs[stages[0].ipu])
     ga = int(opts.gradient_accumulation)
     di = int(opts.device_iterations)
-    micro_batches = ga if exp.training else ga * di
     spec = PipelineSpec(
         stages=works,
-        schedule=option_value(opts.pipeline.schedule) if n_stages > 1 else "grouped",
-        micro_batches=micro_batches,
-        training=bool(exp.training),
+        schedule=plan.schedule if plan.num_stages > 1 else "grouped",
+        micro_batches=plan.micro_batches,
+        training=bool(plan.training),
         link_bytes_per_s=r.neighbour_link_bytes_per_s,
         sync_s=r.calibration.global_sync_cycles / r.clock_hz,
         io_s=io["io_s"],
@@ -207,22 +192,22 @@ def analyse(exp: Any, graph: Graph, stages: Sequence[Stage], record_events: bool
     )
     pipe = simulate(spec, record_events=record_events)
     # One host call runs device_iterations steps; its synchronisation is shared by them.
-    steps_per_call = di if exp.training else 1
+    steps_per_call = di if plan.training else 1
     host_call = r.calibration.host_latency_s / steps_per_call
     ipus: List[IPUStep] = []
     for i in ipu_ids:
         own = [s for s in stages if s.ipu == i]
         params = sum(s.parameters for s in own)
         tensors = sum(b.parameter_tensors for s in own for b in s.blocks)
-        wu = _weight_update_s(exp, params, tensors, ctxs[i], r) if exp.training else 0.0
-        ar = _collective_s(exp, params, r) if exp.training else 0.0
+        wu = _weight_update_s(plan, params, tensors, ctxs[i]) if plan.training else 0.0
+        ar = _collective_s(plan, params) if plan.training else 0.0
         ipus.append(IPUStep(i, pipe.busy[i], wu, ar, host_call))
     update = max(x.weight_update + x.all_reduce for x in ipus)
-    share = 1.0 if exp.training else 1.0 / di
+    share = 1.0 if plan.training else 1.0 / di
     step = (host_call + pipe.time_s + update) * share
-    samples = exp.data.micro_batch_size * ga * opts.replication_factor
+    samples = plan.micro_batch_size * ga * opts.replication_factor
     mbs = graph.micro_batch_size
-    flops = (graph.fwd_flops + (graph.bwd_flops if exp.training else 0)) / mbs
+    flops = (graph.fwd_flops + (graph.bwd_flops if plan.training else 0)) / mbs
     peak = r.peak_flops_per_ipu * len(ipu_ids) * opts.replication_factor
     events: List[Event] = []
     if record_events:
@@ -271,11 +256,11 @@ def figures(a: StepAnalysis) -> ThroughputFigures:
                              utilisation=utilisation, breakdown=breakdown, peak_flops_bound_samples_per_s=bound)
 
 
-def estimate_throughput(exp: Any, graph: Graph, stages: Sequence[Stage]) -> ThroughputFigures:
+def estimate_throughput(plan: ExecutionPlan, graph: Graph) -> ThroughputFigures:
     """Samples per second, step time, utilisation, bubble and time breakdown of one configuration."""
-    return figures(analyse(exp, graph, stages))
+    return figures(analyse(plan, graph))
 
 
-def step_events(exp: Any, graph: Graph, stages: Sequence[Stage]) -> List[Event]:
+def step_events(plan: ExecutionPlan, graph: Graph) -> List[Event]:
     """Per-IPU intervals of one step, simulated cycle by cycle (for ``report.trace`` and ``report.gantt``)."""
-    return analyse(exp, graph, stages, record_events=True).events
+    return analyse(plan, graph, record_events=True).events

@@ -6,8 +6,9 @@ the engine converts to bytes.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 
 @dataclass
@@ -82,6 +83,17 @@ class BlockCapture:
     """Float elements of ``saved_elements`` that are the block's own outputs (e.g. a final ReLU's output). A tensor
     passed from one block to the next and saved by both is in the first's saved outputs and the second's saved
     inputs: on one IPU it is stored once."""
+
+    @functools.cached_property
+    def signature(self) -> Tuple[Any, ...]:
+        """Identity of a repeated block: blocks with equal signatures cost the same cycles and memory (the
+        emulator computes such layers once). Decided here, once, for every consumer; the operation records enter
+        as one hash so that the key stays cheap to look up."""
+        ops = hash(tuple((r.op, r.phase, r.count, r.flops, r.elements_read, r.elements_written,
+                          tuple(r.matmul_shape) if r.matmul_shape else None) for r in self.ops))
+        return (self.is_layer, self.parameters, self.parameter_tensors, self.fwd_flops, self.bwd_flops,
+                self.saved_elements, self.saved_int_bytes, self.peak_fwd_elements, self.op_count_fwd,
+                self.op_count_bwd, self.tied_parameters, ops)
 
 
 @dataclass

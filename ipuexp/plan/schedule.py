@@ -151,3 +151,12 @@ def recomputation_active(mode: str, num_stages: int) -> bool:
     if mode == "all":
         return True
     return mode == "pipeline" and num_stages > 1
+
+
+def stage_recomputes(mode: str, stage: int, num_stages: int) -> bool:
+    """Whether ``stage`` runs its forward again before its backward. In a pipeline the last stage is exempt: its
+    backward follows its forward in the same cycle, so nothing of it is stashed (PopART
+    RecomputationType::Pipeline); ``all`` (RecomputeAll) recomputes every stage."""
+    if not recomputation_active(mode, num_stages):
+        return False
+    return mode == "all" or stage < num_stages - 1

@@ -37,7 +37,7 @@ class PrecisionPolicy:
 
     @classmethod
     def from_options(cls, precision: str, stochastic_rounding: bool = False) -> "PrecisionPolicy":
-        from ipuexp.emulator.precision import precision_bytes
+        from ipuexp.plan.precision import precision_bytes
 
         allowed = ("16.16", "16.32", "32.32")
         if str(precision) not in allowed:

@@ -9,8 +9,9 @@ from omegaconf import OmegaConf
 from ipuexp.config.schema import ExperimentConfig, IPUHardware, PartialsType
 from ipuexp.config.store import CONF_DIR
 from ipuexp.emulator.cost import block_cycles, op_cycles, plan_matmul
-from ipuexp.emulator.hardware import Calibration, rates, tile_context
-from ipuexp.graph.types import BlockCapture, OpRecord, TensorInfo
+from ipuexp.plan.hardware import Calibration, rates, tile_context
+from ipuexp.graph.types import BlockCapture, OpRecord, Stage, TensorInfo
+from ipuexp.plan.execution import build_plan
 
 
 def hardware(gen: str = "bow") -> IPUHardware:
@@ -25,7 +26,7 @@ def context(amp: float = 0.6, partials: str = "half", precision: str = "16.16", 
     exp.options.partials_type = PartialsType(partials)
     exp.options.precision = precision
     exp.options.io.num_io_tiles = io_tiles
-    return tile_context(exp, rates(exp), 0, 1)
+    return tile_context(build_plan(exp, [Stage(0, 0, [])]), 0)
 
 
 def mm(m: int, k: int, n: int, phase: str = "fwd", count: int = 1) -> OpRecord:
@@ -40,7 +41,8 @@ def flop_efficiency(m: int, k: int, n: int, ctx) -> float:
 
 
 def test_calibration_is_read_from_the_ipu_config():
-    cal = rates(replace_ipu(ExperimentConfig(), hardware("mk2"))).calibration
+    exp = replace_ipu(ExperimentConfig(), hardware("mk2"))
+    cal = rates(exp.ipu, exp.system, exp.options.io.num_io_tiles).calibration
     assert 0 < cal.amp_efficiency <= 1 and 0 < cal.vector_efficiency <= 1 and cal.compute_set_cycles > 0
     with pytest.raises(ValueError, match="ipu.calibration is missing"):
         Calibration.from_mapping({}, "mk2")

@@ -11,15 +11,16 @@ from ipuexp.config.compose import load_experiment
 from ipuexp.config.schema import ExperimentConfig, Optimizer, PartialsType, RecomputationMode, Schedule, TensorLocation
 from ipuexp.emulator import code_size
 from ipuexp.emulator.cost import plan_matmul
-from ipuexp.emulator.hardware import rates, tile_context
+from ipuexp.plan.hardware import rates, tile_context
 from ipuexp.emulator.memory import estimate_memory, liveness_series, plan_ipus
 from ipuexp.emulator.stash import own_saved_bytes, segment_starts, stage_stash
 from ipuexp.plan.schedule import events, max_in_flight, recomputation_active, stash_depth as fifo_depth
-from ipuexp.emulator.temporary import amp_for_ipu, matmul_temporary, vocabulary_split
+from ipuexp.emulator.temporary import matmul_temporary, vocabulary_split
+from ipuexp.plan.execution import amp_for_ipu, build_plan
 from ipuexp.emulator.tiles import tile_load
 from ipuexp.emulator.variables import elements_at_least, place, state_bytes
 from ipuexp.graph.stages import assign_stages
-from ipuexp.graph.types import BlockCapture, Graph, OpRecord, TensorInfo
+from ipuexp.graph.types import BlockCapture, Graph, OpRecord, Stage, TensorInfo
 
 H = 256  # hidden size of the toy transformer-like layer
 S = 64   # tokens per sample
@@ -86,7 +87,7 @@ def experiment(layers_per_ipu=(1, 1, 1, 1), **options) -> ExperimentConfig:
 def memory(exp: ExperimentConfig, g: Graph):
     exp.data.micro_batch_size = g.micro_batch_size
     stages = assign_stages(g.blocks, exp.options.pipeline.layers_per_ipu, exp.options.pipeline.device_mapping)
-    return estimate_memory(exp, g, stages)
+    return estimate_memory(build_plan(exp, stages), g)
 
 
 def category(mem, name: str) -> int:
@@ -191,7 +192,7 @@ def test_recomputation_holds_a_shared_tensor_once_and_still_stashes_stage_inputs
     assert with_fields.breakdown["stash"] == without.breakdown["stash"] == entry  # the stage input only
     # At the peak (the last layer, all four recomputed) three tensors are held once, not twice.
     shared = 4 * S * H * 2
-    label, _ = plan_ipus(exp, g, assign_stages(g.blocks, [4]))[0].peak_step()
+    label, _ = plan_ipus(build_plan(exp, assign_stages(g.blocks, [4])), g)[0].peak_step()
     assert label.endswith("layer3")
     assert without.breakdown["activations"] - with_fields.breakdown["activations"] == 3 * shared
     # Segments never share: with a checkpoint after every layer each segment is one block, as before.
@@ -277,7 +278,7 @@ def test_precision_sets_weight_bytes_and_accumulators_need_accumulation():
     m = memory(one_ipu, g)
     assert m.ipus[0].breakdown["gradient_accumulators"] == 0
     # Weight gradients wait for the update instead: all of them are live at the update step.
-    plan = plan_ipus(one_ipu, g, assign_stages(g.blocks, [4]))[0]
+    plan = plan_ipus(build_plan(one_ipu, assign_stages(g.blocks, [4])), g)[0]
     label, live = plan.steps[-1]
     assert label == "weight update" and live["gradients"] == sum(b.parameters for b in g.blocks) * 2
     assert memory(experiment(layers_per_ipu=(4,)), g).ipus[0].breakdown["gradient_accumulators"] > 0
@@ -296,7 +297,7 @@ def test_inference_holds_no_training_state():
 
 def _ctx(amp: float = 0.6, partials: PartialsType = PartialsType.half):
     exp = experiment(available_memory_proportion=amp, partials_type=partials, precision="16.16")
-    return tile_context(exp, rates(exp), 0, 1)
+    return tile_context(build_plan(exp, [Stage(0, 0, [])]), 0)
 
 
 def _mm(shape, phase="fwd") -> OpRecord:
@@ -361,7 +362,7 @@ def test_proportion_per_ipu():
     assert amp_for_ipu(0.3, 2, 4) == 0.3
     assert amp_for_ipu([0.1, 0.2], 1, 2) == 0.2
     assert amp_for_ipu([0.4], 3, 4) == 0.4
-    with pytest.raises(ValueError, match="available_memory_proportion"):
+    with pytest.raises(AssertionError):  # validated with the config: one value, or one per IPU
         amp_for_ipu([0.1, 0.2, 0.3], 0, 4)
     m = memory(experiment(available_memory_proportion=[0.05, 0.6, 0.6, 0.6]), graph(mbs=16, hidden=1024))
     assert m.ipus[0].breakdown["temporary"] < m.ipus[1].breakdown["temporary"]
@@ -474,16 +475,16 @@ def test_liveness_series_walks_forward_recompute_backward_update():
     exp = experiment(layers_per_ipu=(2, 2))
     g = graph()
     stages = assign_stages(g.blocks, [2, 2])
-    series = liveness_series(exp, g, stages, ipu=0)
+    series = liveness_series(build_plan(exp, stages), g, ipu=0)
     labels = [s.label for s in series]
     assert labels == ["fwd layer0", "fwd layer1", "recompute layer0", "recompute layer1", "bwd layer1", "bwd layer0",
                       "weight update"]
     assert len({s.always_live for s in series}) == 1
-    mem = estimate_memory(exp, g, stages).ipus[0]
+    mem = estimate_memory(build_plan(exp, stages), g).ipus[0]
     assert max(s.not_always_live for s in series) == mem.not_always_live_bytes
     assert series[0].always_live == mem.always_live_bytes
     with pytest.raises(ValueError, match="ipu"):
-        liveness_series(exp, g, stages, ipu=7)
+        liveness_series(build_plan(exp, stages), g, ipu=7)
 
 
 def test_tied_table_on_another_ipu_is_copied():
@@ -491,9 +492,9 @@ def test_tied_table_on_another_ipu_is_copied():
     g.blocks[0].largest_parameter = g.blocks[0].parameters = 1_000_000
     g.blocks[1].tied_parameters = 1_000_000
     exp = experiment(layers_per_ipu=(1, 1))
-    plans = plan_ipus(exp, g, assign_stages(g.blocks, [1, 1]))
+    plans = plan_ipus(build_plan(exp, assign_stages(g.blocks, [1, 1])), g)
     same = experiment(layers_per_ipu=(1, 1), pipeline__device_mapping=[0, 0])
     assert plans[1].always_live["weights"] > 1_000_000 * 2
-    shared = plan_ipus(same, g, assign_stages(g.blocks, [1, 1], [0, 0]))
+    shared = plan_ipus(build_plan(same, assign_stages(g.blocks, [1, 1], [0, 0])), g)
     assert len(shared) == 1
     assert shared[0].always_live["weights"] == (g.blocks[0].parameters + g.blocks[1].parameters) * 2

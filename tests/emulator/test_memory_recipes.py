@@ -12,6 +12,7 @@ from ipuexp.emulator import code_size
 from ipuexp.emulator.memory import estimate_memory, plan_ipus
 from ipuexp.graph.capture import capture
 from ipuexp.graph.stages import assign_stages
+from ipuexp.plan.execution import build_plan
 
 pytestmark = pytest.mark.slow  # captures BERT, GPT-2, ResNet-50 and ViT on meta tensors (seconds each)
 
@@ -43,7 +44,7 @@ def evaluate(exp, cache: str):
     graph = capture(exp.model, exp.data.micro_batch_size, cache_dir=cache)
     pipe = exp.options.pipeline
     stages = assign_stages(graph.blocks, pipe.layers_per_ipu, pipe.device_mapping)
-    return graph, stages, estimate_memory(exp, graph, stages)
+    return graph, stages, estimate_memory(build_plan(exp, stages), graph)
 
 
 # Known false out-of-memory: global exchange code is modelled as linear in the replica count, which over-counts at
@@ -73,7 +74,7 @@ def test_tensorflow_bert_runs_recompute_one_layer_at_a_time(recipe, cache_dir):
     assert all(ipu.max_tile_bytes <= exp.ipu.memory_per_tile_bytes for ipu in mem.ipus)
     # One layer is recomputed at a time: the encoder-only IPUs (1 to 3) hold at most about one layer's saved
     # activations (fp16) at their peak, not their seven layers'.
-    for plan in plan_ipus(exp, graph, stages)[1:]:
+    for plan in plan_ipus(build_plan(exp, stages), graph)[1:]:
         _, peak = plan.peak_step()
         layer = plan.stages[0].blocks[0]
         assert layer.is_layer and peak["activations"] < 2 * (layer.saved_elements * 2 + layer.saved_int_bytes)
@@ -96,7 +97,7 @@ def test_bert_large_does_not_fit_without_recomputation(cache_dir):
 def _stash_entries(exp, cache: str) -> List[int]:
     graph = capture(exp.model, exp.data.micro_batch_size, cache_dir=cache)
     stages = assign_stages(graph.blocks, exp.options.pipeline.layers_per_ipu, exp.options.pipeline.device_mapping)
-    return [x.entry_bytes for plan in plan_ipus(exp, graph, stages) for x in plan.stash]
+    return [x.entry_bytes for plan in plan_ipus(build_plan(exp, stages), graph) for x in plan.stash]
 
 
 def test_stash_fifo_entry_grows_eightfold_from_micro_batch_1_to_8(cache_dir):
@@ -111,7 +112,7 @@ def test_table_4_1_reference_units_are_the_bert_large_capture(cache_dir):
     # The fitting reference of engine/code_size.py: BERT-Large in the configuration of Table 4.1.
     exp = experiment("bert_large", "options.replication_factor=1", "options.embedding_serialization_factor=5")
     graph, stages, _ = evaluate(exp, cache_dir)
-    plans = plan_ipus(exp, graph, stages)
+    plans = plan_ipus(build_plan(exp, stages), graph)
     assert sum(p.units.ops for p in plans) == code_size.REF_OPS
     assert sum(p.units.host_tensors for p in plans) == code_size.REF_HOST_TENSORS
     assert sum(p.units.boundary_tensors for p in plans) == code_size.REF_BOUNDARY_TENSORS

@@ -9,6 +9,7 @@ from ipuexp.config.store import CONF_DIR
 from ipuexp.emulator.timing import analyse, estimate_throughput, step_events
 from ipuexp.graph.stages import assign_stages
 from ipuexp.graph.types import BlockCapture, Graph, OpRecord, TensorInfo
+from ipuexp.plan.execution import build_plan
 
 S = 128  # tokens per sample
 
@@ -67,7 +68,7 @@ def throughput(exp: ExperimentConfig, g: Graph = None):
     g = g or graph(exp.data.micro_batch_size if exp.data.micro_batch_size > 1 else 4)
     exp.data.micro_batch_size = g.micro_batch_size
     p = exp.options.pipeline
-    return estimate_throughput(exp, g, assign_stages(g.blocks, p.layers_per_ipu, p.device_mapping))
+    return estimate_throughput(build_plan(exp, assign_stages(g.blocks, p.layers_per_ipu, p.device_mapping)), g)
 
 
 def test_figures_are_consistent():
@@ -158,7 +159,7 @@ def test_recomputation_costs_time_and_excludes_the_last_stage():
     assert none.breakdown["recompute"] == 0 < pipe.breakdown["recompute"]
     exp = experiment()
     g = graph()
-    a = analyse(exp, g, assign_stages(g.blocks, [2, 2, 2, 2]))
+    a = analyse(build_plan(exp, assign_stages(g.blocks, [2, 2, 2, 2])), g)
     assert a.ipus[3].pipeline["recompute"] == 0 < a.ipus[2].pipeline["recompute"]
 
 
@@ -189,8 +190,8 @@ def test_step_events_cover_the_step():
     exp = experiment(replication_factor=4, gradient_accumulation=16)
     g = graph()
     stages = assign_stages(g.blocks, [2, 2, 2, 2])
-    events = step_events(exp, g, stages)
-    f = estimate_throughput(exp, g, stages)
+    events = step_events(build_plan(exp, stages), g)
+    f = estimate_throughput(build_plan(exp, stages), g)
     ends = max(e.start_s + e.duration_s for e in events)
     assert ends == pytest.approx(f.step_time_s, rel=1e-9)
     cats = {e.category for e in events}

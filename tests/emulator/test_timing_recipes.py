@@ -9,6 +9,7 @@ from ipuexp.config.store import recipe_names
 from ipuexp.emulator.timing import estimate_throughput
 from ipuexp.graph.capture import capture
 from ipuexp.graph.stages import assign_stages
+from ipuexp.plan.execution import build_plan
 from ipuexp.config.compose import compose_recipe as compose
 
 pytestmark = pytest.mark.slow
@@ -22,7 +23,7 @@ def evaluate(tmp_path_factory):
         exp = compose(recipe, overrides)
         graph = capture(exp.model, exp.data.micro_batch_size, cache_dir=cache)
         p = exp.options.pipeline
-        return estimate_throughput(exp, graph, assign_stages(graph.blocks, p.layers_per_ipu, p.device_mapping))
+        return estimate_throughput(build_plan(exp, assign_stages(graph.blocks, p.layers_per_ipu, p.device_mapping)), graph)
 
     return run
 

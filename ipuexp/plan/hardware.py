@@ -7,11 +7,13 @@ hardware number: this module only turns the configured figures into the units th
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from ipuexp.config.schema import option_value
-from ipuexp.emulator.precision import partials_bytes, precision_bytes
-from ipuexp.emulator.temporary import amp_for_ipu
+from ipuexp.config.schema import IPUHardware, SystemConfig, option_value
+from ipuexp.plan.precision import partials_bytes, precision_bytes
+
+if TYPE_CHECKING:
+    from ipuexp.plan.execution import ExecutionPlan
 
 
 @dataclass(frozen=True)
@@ -117,8 +119,8 @@ def amp_flops_per_cycle(ipu: Any, precision: str, partials_type: Any) -> float:
 
 
 
-def rates(exp: Any) -> Rates:
-    ipu, system = exp.ipu, exp.system
+def rates(ipu: IPUHardware, system: SystemConfig, io_tiles: int) -> Rates:
+    """The chip's and system's figures in the cost model's units, with the calibration constants."""
     cal = Calibration.from_mapping(ipu.calibration or {}, ipu.name)
     clock = float(ipu.clock_hz)
     tiles = int(ipu.tiles)
@@ -126,7 +128,7 @@ def rates(exp: Any) -> Rates:
     return Rates(
         clock_hz=clock,
         tiles=tiles,
-        io_tiles=int(exp.options.io.num_io_tiles),
+        io_tiles=int(io_tiles),
         peak_flops_per_ipu=float(ipu.flops_per_cycle_per_tile_fp16) * tiles * clock,
         neighbour_link_bytes_per_s=per_link * cal.links_per_neighbour,
         host_link_bytes_per_s=float(ipu.host_link_bytes_per_s),
@@ -141,24 +143,24 @@ def rates(exp: Any) -> Rates:
     )
 
 
-def tile_context(exp: Any, r: Rates, ipu_index: int, num_ipus: int) -> TileContext:
-    """The op cost model's view of IPU ``ipu_index`` of a replica of ``num_ipus`` IPUs."""
-    opts = exp.options
-    pb = precision_bytes(opts.precision)
+def tile_context(plan: "ExecutionPlan", position: int) -> TileContext:
+    """The op cost model's view of the IPU at ``position`` of ``plan.ipus``."""
+    opts, r = plan.options, plan.rates
+    pb = plan.precision
     half_inputs = pb.compute == 2
     cal = r.calibration
     return TileContext(
         compute_tiles=max(1, r.tiles - r.io_tiles),
         tile_memory_bytes=r.tile_memory_bytes,
-        amp_proportion=amp_for_ipu(opts.available_memory_proportion, ipu_index, num_ipus),
-        flops_per_cycle=amp_flops_per_cycle(exp.ipu, opts.precision, opts.partials_type),
+        amp_proportion=plan.amp[position],
+        flops_per_cycle=amp_flops_per_cycle(plan.ipu, opts.precision, opts.partials_type),
         input_bytes=pb.compute,
         partial_bytes=max(partials_bytes(option_value(opts.partials_type)), pb.compute),
         activation_bytes=pb.activation,
         tile_bytes_per_cycle=r.tile_bytes_per_cycle,
         exchange_bytes_per_cycle=r.exchange_bytes_per_cycle,
-        sync_cycles=float(exp.ipu.sync_cycles),
-        workers=int(exp.ipu.workers_per_tile),
+        sync_cycles=float(plan.ipu.sync_cycles),
+        workers=int(plan.ipu.workers_per_tile),
         amp_efficiency=cal.amp_efficiency,
         vector_efficiency=cal.vector_efficiency,
         compute_set_cycles=cal.compute_set_cycles,
