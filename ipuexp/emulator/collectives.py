@@ -82,8 +82,7 @@ def io_bytes_per_sample(input_bytes: int, input_elements: int, io_precision: str
     section 4.4.3)."""
     if io_precision == "auto":
         return float(input_bytes)
-    if io_precision not in IO_PRECISION_BYTES:
-        raise ValueError(f"data.io_precision={io_precision!r} is invalid: one of auto, {', '.join(IO_PRECISION_BYTES)}")
+    assert io_precision in IO_PRECISION_BYTES, io_precision  # validated with the config
     size = IO_PRECISION_BYTES[io_precision]
     # Integer inputs narrower than the IO type (token ids stay as they are when already smaller) are not widened.
     return float(min(input_bytes, input_elements * size)) if input_elements else float(input_bytes)

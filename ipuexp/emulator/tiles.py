@@ -62,9 +62,7 @@ def tile_load(compute_bytes: int, tile0_extra: int, io_bytes: int, tiles: int, n
     stream buffers) goes to the IO tiles when there are any, else to the compute tiles.
     """
     compute_tiles = tiles - num_io_tiles
-    if compute_tiles < 1:
-        raise ValueError(f"options.io.num_io_tiles: {num_io_tiles} is not allowed; allowed: fewer than the "
-                         f"{tiles} tiles of the IPU")
+    assert compute_tiles >= 1, (tiles, num_io_tiles)  # validated with the config
     io_tile_bytes = io_buffer = io_limit = 0
     if num_io_tiles > 0:
         # Each IO tile takes its share of the stream buffers, at least 128 B of each (linear mapping).

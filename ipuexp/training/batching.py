@@ -34,16 +34,10 @@ class BatchLayout:
     """Host processes sharing the replicas."""
 
     def __post_init__(self) -> None:
-        for key, value in (("data.micro_batch_size", self.micro_batch_size),
-                           ("options.gradient_accumulation", self.gradient_accumulation),
-                           ("options.device_iterations", self.device_iterations),
-                           ("options.replication_factor", self.replicas),
-                           ("options.num_instances", self.instances)):
-            if int(value) < 1:
-                raise ValueError(f"{key}: {value} is not allowed; allowed: an integer >= 1")
-        if self.replicas % self.instances:
-            raise ValueError(f"options.num_instances: {self.instances} is not allowed with replication_factor "
-                             f"{self.replicas}; allowed: a divisor of the replication factor")
+        # Validated with the config (one rule table); invariants here.
+        assert min(self.micro_batch_size, self.gradient_accumulation, self.device_iterations, self.replicas,
+                   self.instances) >= 1, self
+        assert self.replicas % self.instances == 0, self
 
     @property
     def local_replicas(self) -> int:

@@ -20,7 +20,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from ipuexp.training.optim import build_optimizer, round_state_to_half
-from ipuexp.training.plan import ExecutionPlan
+from ipuexp.training.plan import TrainingPlan
 from ipuexp.training.precision import LossScaler, to_half
 from ipuexp.plan.schedule import BWD, Event, events
 
@@ -65,7 +65,7 @@ def _float(t: Any) -> bool:
 class Executor:
     """Runs one instance's host calls with real numerics."""
 
-    def __init__(self, model: torch.nn.Module, plan: ExecutionPlan, optimizer_cfg: Any,
+    def __init__(self, model: torch.nn.Module, plan: TrainingPlan, optimizer_cfg: Any,
                  allreduce: Optional[AllReduce] = None, device: Any = "cpu") -> None:
         self.plan = plan
         self.device = torch.device(device)

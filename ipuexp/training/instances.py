@@ -11,6 +11,7 @@ from __future__ import annotations
 import socket
 from typing import Any, List, Optional
 
+from ipuexp.config.schema import ExperimentConfig
 from ipuexp.training.worker import InstanceWorker, default_threads
 
 
@@ -24,7 +25,7 @@ def free_port() -> int:
 class LocalInstances:
     """One instance, run in this process."""
 
-    def __init__(self, exp: Any, base_dir: Optional[str] = None) -> None:
+    def __init__(self, exp: ExperimentConfig, base_dir: Optional[str] = None) -> None:
         self.workers = [InstanceWorker(exp, 0, base_dir)]
         self.info = self.workers[0].setup()
 
@@ -39,7 +40,7 @@ class LocalInstances:
 class RayInstances:
     """``num_instances`` Ray actors forming one gloo group."""
 
-    def __init__(self, exp: Any, base_dir: Optional[str] = None) -> None:
+    def __init__(self, exp: ExperimentConfig, base_dir: Optional[str] = None) -> None:
         import ray
 
         from ipuexp.runner.cluster import RaySettings, connect
@@ -78,7 +79,7 @@ class RayInstances:
                 shutdown()
 
 
-def start_instances(exp: Any, base_dir: Optional[str] = None) -> Any:
+def start_instances(exp: ExperimentConfig, base_dir: Optional[str] = None) -> Any:
     """The instances of ``exp``: in-process for one, Ray actors for more."""
     if int(exp.options.num_instances) > 1:
         return RayInstances(exp, base_dir)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, List, Sequence, Tuple
 
+from ipuexp.config.schema import ExperimentConfig
 from ipuexp.training.batching import BatchLayout
 from ipuexp.training.precision import PrecisionPolicy
 
@@ -13,7 +14,7 @@ RECOMPUTATION = ("none", "pipeline", "all")
 
 
 @dataclass(frozen=True)
-class ExecutionPlan:
+class TrainingPlan:
     """How one instance executes: batching, stages, schedule, recomputation, precision and outputs."""
 
     layout: BatchLayout
@@ -53,32 +54,23 @@ def stage_blocks(blocks: Sequence[Any], layers_per_ipu: Sequence[int], device_ma
     which reads only ``is_layer`` from each block)."""
     from ipuexp.graph.stages import assign_stages
 
-    layers = sum(1 for b in blocks if b.is_layer)
-    if layers_per_ipu and sum(layers_per_ipu) != layers:
-        raise ValueError(f"options.pipeline.layers_per_ipu: {list(layers_per_ipu)} is not allowed; allowed: "
-                         f"counts that add up to the model's {layers} layers")
-    if device_mapping and layers_per_ipu and len(device_mapping) not in (len(layers_per_ipu),
-                                                                         len(layers_per_ipu) + 1):
-        raise ValueError(f"options.pipeline.device_mapping: {list(device_mapping)} is not allowed; allowed: one "
-                         f"IPU per stage ({len(layers_per_ipu)} entries) or one more for the heads")
+    # Validated with the config against the model's layers; invariants here.
+    assert not layers_per_ipu or sum(layers_per_ipu) == sum(1 for b in blocks if b.is_layer), layers_per_ipu
+    assert not (device_mapping and layers_per_ipu) or len(device_mapping) in (len(layers_per_ipu),
+                                                                             len(layers_per_ipu) + 1), device_mapping
     position = {id(b): i for i, b in enumerate(blocks)}
     stages = assign_stages(list(blocks), list(layers_per_ipu), list(device_mapping) if device_mapping else None)
     return [[position[id(b)] for b in s.blocks] for s in stages if s.blocks]
 
 
-def make_plan(exp: Any, blocks: Sequence[Any]) -> ExecutionPlan:
+def make_plan(exp: ExperimentConfig, blocks: Sequence[Any]) -> TrainingPlan:
     """The plan for an ``ExperimentConfig`` and the model's blocks."""
     o = exp.options
     schedule = _value(o.pipeline.schedule)
     output_mode, reduction = _value(o.output_mode), _value(o.reduction_type)
-    if output_mode not in OUTPUT_MODES:
-        raise ValueError(f"options.output_mode: {output_mode!r} is not allowed; allowed: {', '.join(OUTPUT_MODES)}")
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"options.reduction_type: {reduction!r} is not allowed; allowed: {', '.join(REDUCTIONS)}")
     recompute = _value(o.recomputation.mode)
-    if recompute not in RECOMPUTATION:
-        raise ValueError(f"options.recomputation.mode: {recompute!r} is not allowed; allowed: "
-                         f"{', '.join(RECOMPUTATION)}")
+    # Validated with the config (one rule table: ipuexp.config.validate); invariants here.
+    assert output_mode in OUTPUT_MODES and reduction in REDUCTIONS and recompute in RECOMPUTATION, o
     layout = BatchLayout(int(exp.data.micro_batch_size), int(o.gradient_accumulation), int(o.device_iterations),
                          int(o.replication_factor), int(o.num_instances))
     stages = stage_blocks(blocks, list(o.pipeline.layers_per_ipu or []), o.pipeline.device_mapping)
@@ -94,7 +86,7 @@ def make_plan(exp: Any, blocks: Sequence[Any]) -> ExecutionPlan:
             checkpoint_blocks = tuple(i for i, b in enumerate(blocks) if b.is_layer)
         else:
             checkpoint_stages = len(stages) > 1
-    return ExecutionPlan(
+    return TrainingPlan(
         layout=layout,
         stages=tuple(tuple(s) for s in stages),
         schedule=schedule,

@@ -39,9 +39,7 @@ class PrecisionPolicy:
     def from_options(cls, precision: str, stochastic_rounding: bool = False) -> "PrecisionPolicy":
         from ipuexp.plan.precision import precision_bytes
 
-        allowed = ("16.16", "16.32", "32.32")
-        if str(precision) not in allowed:
-            raise ValueError(f"options.precision: {precision!r} is not allowed; allowed: {', '.join(allowed)}")
+        assert str(precision) in ("16.16", "16.32", "32.32"), precision  # validated with the config
         b = precision_bytes(str(precision))
         return cls(half_compute=b.activation == 2, half_weights=b.weight == 2,
                    stochastic_rounding=bool(stochastic_rounding))
@@ -103,8 +101,7 @@ class LossScaler:
     """Weight updates skipped because gradients overflowed (automatic scaling only)."""
 
     def __post_init__(self) -> None:
-        if not float(self.scale) > 0:
-            raise ValueError(f"options.loss_scaling: {self.scale} is not allowed; allowed: a number > 0")
+        assert float(self.scale) > 0, self.scale  # validated with the config
 
     def upper_share(self, grads: Any) -> float:
         """Share of gradient elements (still multiplied by the scale) at or above the bin edge; inf and nan

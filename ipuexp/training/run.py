@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
+from ipuexp.config.schema import ExperimentConfig
 from ipuexp.result import FunctionalFigures
 
 log = logging.getLogger("ipuexp")
@@ -36,7 +37,7 @@ def _combine(results: List[Any]) -> Dict[str, float]:
     return out
 
 
-def run_functional(exp: Any, tracker: Any = None, out_dir: Union[str, Path] = ".",
+def run_functional(exp: ExperimentConfig, tracker: Any = None, out_dir: Union[str, Path] = ".",
                    predicted_samples_per_s: Optional[float] = None, progress: bool = True) -> FunctionalFigures:
     """Train and evaluate ``exp`` (an ``ExperimentConfig``) with real numerics.
 
@@ -51,8 +52,7 @@ def run_functional(exp: Any, tracker: Any = None, out_dir: Union[str, Path] = ".
 
     out = Path(out_dir).resolve()
     epochs = int(exp.engine.epochs)
-    if epochs < 0:
-        raise ValueError(f"engine.epochs: {epochs} is not allowed; allowed: an integer >= 0")
+    assert epochs >= 1, epochs  # validated with the config: engine.epochs >= 1
     pool = start_instances(exp)
     try:
         info = pool.info

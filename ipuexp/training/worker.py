@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from ipuexp.config.schema import ExperimentConfig
 from ipuexp.training.batching import BatchLayout, epoch_order, host_calls, instance_indices
 
 
@@ -50,7 +51,7 @@ def resolve_device(name: str) -> str:
     return name
 
 
-def inference_settings(exp: Any) -> Tuple[int, int]:
+def inference_settings(exp: ExperimentConfig) -> Tuple[int, int]:
     """(micro-batch size, device iterations) of the evaluation; the training ones unless the configuration
     names inference values (``data.test_micro_batch_size``, ``options.inference_device_iterations``)."""
     mbs = getattr(exp.data, "test_micro_batch_size", None) or exp.data.micro_batch_size
@@ -61,7 +62,7 @@ def inference_settings(exp: Any) -> Tuple[int, int]:
 class InstanceWorker:
     """Builds and runs one instance. ``init_method`` (a ``tcp://`` address) joins a gloo group of all instances."""
 
-    def __init__(self, exp: Any, instance: int = 0, base_dir: Optional[str] = None,
+    def __init__(self, exp: ExperimentConfig, instance: int = 0, base_dir: Optional[str] = None,
                  init_method: Optional[str] = None, threads: Optional[int] = None) -> None:
         self.exp = exp
         self.instance = int(instance)
@@ -224,7 +225,7 @@ def idx_count(layout: BatchLayout, iters: int) -> int:
     return iters * layout.local_replicas * layout.gradient_accumulation * layout.micro_batch_size
 
 
-def _model_id(exp: Any) -> str:
+def _model_id(exp: ExperimentConfig) -> str:
     m = exp.model
     return f"{m.name}:{m.size}" + (f":{m.target}" if getattr(m, "target", None) else "")
 

@@ -68,5 +68,5 @@ def test_half_state_is_rounded_to_fp16():
 
 
 def test_unknown_name():
-    with pytest.raises(ValueError, match="optimizer.name: 'rmsprop' is not allowed; allowed: sgd, sgd_momentum"):
+    with pytest.raises(AssertionError):  # validated with the config; an invariant here
         build_optimizer(cfg("rmsprop"), [torch.nn.Parameter(torch.ones(1))])

@@ -62,7 +62,7 @@ def test_policy_from_xy_notation(precision, half_compute, half_weights):
 
 
 def test_policy_rejects_other_notations():
-    with pytest.raises(ValueError, match="options.precision: '8.32' is not allowed; allowed: 16.16, 16.32, 32.32"):
+    with pytest.raises(AssertionError):  # validated with the config; an invariant here
         PrecisionPolicy.from_options("8.32")
 
 
@@ -82,7 +82,7 @@ def test_automatic_loss_scaling_follows_poparts_rule():
 def test_static_loss_scale_never_changes():
     s = LossScaler(scale=128.0)
     assert s.update([torch.tensor([float("inf")])]) is True and s.scale == 128.0
-    with pytest.raises(ValueError, match="options.loss_scaling: 0.0 is not allowed; allowed: a number > 0"):
+    with pytest.raises(AssertionError):  # validated with the config; an invariant here
         LossScaler(scale=0.0)
     s2 = LossScaler(auto=True)
     s2.load_state_dict({"scale": 8.0, "skipped": 2})
