@@ -1,11 +1,12 @@
 """One job: config -> graph capture -> engine -> result.json, charts, console table, MLflow run."""
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, ContextManager, List, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -61,6 +62,17 @@ def _save_charts(ev: Evaluation, out: Path) -> None:
     result.artifacts["liveness_chart"] = str(Path(path).resolve())
 
 
+def _instances_driver(exp: ExperimentConfig) -> ContextManager[object]:
+    """Ray for PopRun-style instances (Ray actors): the runner connects, the functional engine uses it."""
+    if int(exp.options.num_instances) <= 1:
+        return contextlib.nullcontext()
+    from ipuexp.runner.cluster import RaySettings, session
+
+    r = exp.runner.ray
+    return session(RaySettings(address=r.address, num_cpus=r.num_cpus, object_store_memory=r.object_store_memory,
+                               log_to_driver=True))
+
+
 def _wants_charts(exp: ExperimentConfig) -> bool:
     mode = exp.report.charts.value
     if mode != "auto":
@@ -101,8 +113,9 @@ def run_job(cfg: DictConfig, out_dir: str | Path = ".") -> Optional[Result]:
             from ipuexp.training import run_functional
             from ipuexp.training.checkpoint import latest
 
-            result.functional = run_functional(exp, tracker=run, out_dir=out,
-                                               predicted_samples_per_s=result.throughput.samples_per_s)
+            with _instances_driver(exp):
+                result.functional = run_functional(exp, tracker=run, out_dir=out,
+                                                   predicted_samples_per_s=result.throughput.samples_per_s)
             ckpt = latest(out)
             if ckpt is not None:
                 result.artifacts["checkpoint"] = str(ckpt.resolve())

@@ -7,10 +7,11 @@ are job configurations, results and captured graphs), no dashboard, no usage rep
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Iterator, Optional
 
 from hydra.errors import CompactHydraException
 
@@ -96,6 +97,21 @@ def shutdown(only_own: bool = True) -> None:
     if ray.is_initialized() and (_connected_here or not only_own):
         ray.shutdown()
     _started_here = _connected_here = False
+
+
+@contextlib.contextmanager
+def session(settings: RaySettings) -> Iterator[str]:
+    """A Ray driver for the block: joins or starts Ray as ``connect`` does, and leaves again only what it
+    started (multi-instance functional runs; a sweep's jobs find the sweep's Ray already there)."""
+    import ray
+
+    owns = not ray.is_initialized()
+    description = connect(settings)
+    try:
+        yield description
+    finally:
+        if owns:
+            shutdown()
 
 
 def started_here() -> bool:

@@ -38,17 +38,13 @@ class LocalInstances:
 
 
 class RayInstances:
-    """``num_instances`` Ray actors forming one gloo group."""
+    """``num_instances`` Ray actors forming one gloo group, on the Ray this process is a driver of (the runner
+    connects it: ``ipuexp.runner.cluster.session``)."""
 
     def __init__(self, exp: ExperimentConfig, base_dir: Optional[str] = None) -> None:
         import ray
 
-        from ipuexp.runner.cluster import RaySettings, connect
-
-        self._owns_ray = not ray.is_initialized()
-        r = exp.runner.ray
-        connect(RaySettings(address=r.address, num_cpus=r.num_cpus, object_store_memory=r.object_store_memory,
-                            log_to_driver=True))
+        assert ray.is_initialized(), "multi-instance runs need a Ray driver: ipuexp.runner.cluster.session"
         n = int(exp.options.num_instances)
         address = f"tcp://127.0.0.1:{free_port()}"
         # The actors claim no CPU of Ray's so that a run started inside a Ray task cannot wait for itself;
@@ -73,10 +69,6 @@ class RayInstances:
         finally:
             for a in self.actors:
                 self._ray.kill(a)
-            if self._owns_ray:
-                from ipuexp.runner.cluster import shutdown
-
-                shutdown()
 
 
 def start_instances(exp: ExperimentConfig, base_dir: Optional[str] = None) -> Any:

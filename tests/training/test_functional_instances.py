@@ -53,18 +53,21 @@ def test_replicas_match_one_replica(reference, r, ga):
 @pytest.mark.slow
 def test_two_instances_match_one_instance(reference):
     """Two Ray actors, one replica each, gloo all-reduce: the curve of one instance with two replicas."""
+    from ipuexp.runner.cluster import RaySettings, session
+
     exp = mnist(r=2, ga=4, inst=2)
-    pool = start_instances(exp)
-    assert isinstance(pool, RayInstances)
-    try:
-        results = pool.map("train_call", 0, 0)
-        # each instance consumes its own half of the host call (sharded per instance, then per replica)
-        assert [r.samples for r in results] == [16, 16]
-        losses = [sum(r.loss_sum for r in results) / sum(r.loss_count for r in results)]
-        losses += losses_of(pool, 1)
-        w0, w1 = pool.map("weights")
-    finally:
-        pool.close()
+    with session(RaySettings(address=None, num_cpus=2, object_store_memory=200_000_000, log_to_driver=True)):
+        pool = start_instances(exp)
+        assert isinstance(pool, RayInstances)
+        try:
+            results = pool.map("train_call", 0, 0)
+            # each instance consumes its own half of the host call (sharded per instance, then per replica)
+            assert [r.samples for r in results] == [16, 16]
+            losses = [sum(r.loss_sum for r in results) / sum(r.loss_count for r in results)]
+            losses += losses_of(pool, 1)
+            w0, w1 = pool.map("weights")
+        finally:
+            pool.close()
     ref_losses, ref_w = reference
     assert max(abs(a - b) for a, b in zip(losses, ref_losses)) <= 1e-5
     # instances start from instance 0's weights and stay identical after every all-reduced update
