@@ -98,7 +98,7 @@ def run_job(cfg: DictConfig, out_dir: str | Path = ".") -> Optional[Result]:
         return None
     exp = OmegaConf.to_object(cfg)
     if exp.data.dataset == "mnist" or exp.data.path is not None:
-        from ipuexp.config.validate import resolve_path
+        from ipuexp.data.paths import resolve_path
 
         # Absolute before any worker starts: Ray actors run in other folders, without Hydra's launch directory.
         exp.data.path = str(resolve_path(exp.data.path))

@@ -11,7 +11,6 @@ the ``calibration:`` block for every generation; ``--write`` also puts it into `
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import sys
 from dataclasses import dataclass, field
@@ -37,7 +36,7 @@ GENERATIONS = ("mk1", "mk2", "bow")
 
 @dataclass
 class ValidateConfig:
-    """Settings of the validation command (``conf/validate.yaml``)."""
+    """Settings of the validation command (``ipuexp/calibration/validate.yaml``)."""
 
     csv: Optional[str] = None
     """Calibration table (default: the one shipped with ipuexp); a relative path is taken from the current

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import re
 import typing
 from enum import Enum
@@ -22,6 +21,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from ipuexp.config import schema
 from ipuexp.config.errors import ConfigError
+from ipuexp.data.paths import resolve_path
 
 PRECISIONS = tuple(p.value for p in schema.Precision)
 IO_PRECISIONS = ("auto", "float32", "float16", "int8")
@@ -56,26 +56,6 @@ def validate(cfg: Any) -> List[str]:
     for check in _CHECKS:
         check(cfg, warnings)
     return warnings
-
-
-def resolve_path(path: Optional[str]) -> Path:
-    """A data path as ipuexp reads it: None is the MNIST test set shipped with ipuexp, ``~`` is expanded, and a
-    relative path is taken from the directory the command was launched from (Hydra moves each job's working
-    directory, ``hydra.job.chdir``)."""
-    if path is None:
-        from ipuexp.data import PACKAGED_MNIST
-
-        return PACKAGED_MNIST
-    p = Path(os.path.expanduser(str(path)))
-    return p if p.is_absolute() else (_launch_dir() / p).resolve()
-
-
-def _launch_dir() -> Path:
-    from hydra.core.hydra_config import HydraConfig
-
-    if HydraConfig.initialized():
-        return Path(HydraConfig.get().runtime.cwd)
-    return Path.cwd()
 
 
 def value_at(cfg: Any, key: str) -> Any:
@@ -285,7 +265,7 @@ def _check_model(cfg: Any, w: Warnings) -> None:
 
 
 def _check_pipeline(cfg: Any, w: Warnings) -> None:
-    from ipuexp.graph.stages import forward_stages, ipus_per_replica
+    from ipuexp.config.pipeline import forward_stages, ipus_per_replica
 
     lpi = value_at(cfg, "options.pipeline.layers_per_ipu") or []
     if not isinstance(lpi, list) or any(not _is_int(n) or n < 0 for n in lpi):

@@ -5,13 +5,12 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ipuexp.data.datasets import DatasetSplits, load_mnist, synthetic
+from ipuexp.data.paths import PACKAGED_MNIST
+from ipuexp.data.paths import resolve_path as launch_path
 
 __all__ = ["DatasetSplits", "PACKAGED_MNIST", "load_dataset", "resolve_path"]
 
 DATASETS = ("synthetic", "mnist")
-PACKAGED_MNIST = Path(__file__).resolve().parent / "mnist"
-"""The official MNIST test set (10,000 images, IDX format; LeCun, Cortes and Burges, CC BY-SA 3.0), shipped so
-that the functional recipes run without a download; ``data.path`` points elsewhere for the full set."""
 
 
 def resolve_path(path: Optional[str], base: Optional[Path] = None) -> Optional[Path]:
@@ -19,9 +18,7 @@ def resolve_path(path: Optional[str], base: Optional[Path] = None) -> Optional[P
     everywhere in ipuexp (``ipuexp.config.validate.resolve_path``: Hydra moves each job's working directory);
     None is the packaged MNIST test set."""
     if path is None or base is None:
-        from ipuexp.config.validate import resolve_path as project_path
-
-        return project_path(None if path is None else str(path))
+        return launch_path(None if path is None else str(path))
     p = Path(str(path)).expanduser()
     return p if p.is_absolute() else (base / p).resolve()
 

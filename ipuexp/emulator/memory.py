@@ -29,7 +29,7 @@ from ipuexp.emulator.code_size import SERIALISED_OP_UNITS, CodeUnits, code_bytes
 from ipuexp.plan.execution import ExecutionPlan
 from ipuexp.plan.hardware import tile_context
 from ipuexp.emulator.oom import FailingIPU, oom_lines
-from ipuexp.plan.precision import IO_PRECISION_BYTES, float_elements, is_float, precision_bytes, tensor_bytes
+from ipuexp.plan.precision import IO_PRECISION_BYTES, float_elements, is_float, tensor_bytes
 from ipuexp.emulator.stash import StageStash, own_saved_bytes, saved_bytes, segment_starts, stage_stash
 from ipuexp.emulator.temporary import matmul_temporary
 from ipuexp.emulator.tiles import TileLoad, tile0_excess, tile_load

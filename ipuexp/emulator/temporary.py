@@ -21,7 +21,7 @@ other, so one piece's plan is live at a time.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import yaml
 from ipuexp.calibration import TABLE, load_rows, register_runs, run_names
 from ipuexp.config.store import recipe_names
 from ipuexp.config.validate import validate, value_at
-from ipuexp.graph.stages import ipus_per_replica
+from ipuexp.config.pipeline import ipus_per_replica
 from published import shared_copy
 
 RECIPES = recipe_names()

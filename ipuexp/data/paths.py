@@ -1,0 +1,28 @@
+"""Where data files are: the packaged MNIST test set, and ``data.path`` made absolute."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+PACKAGED_MNIST = Path(__file__).resolve().parent / "mnist"
+"""The official MNIST test set (10,000 images, IDX format; LeCun, Cortes and Burges, CC BY-SA 3.0), shipped so
+that the functional recipes run without a download; ``data.path`` points elsewhere for the full set."""
+
+
+def resolve_path(path: Optional[str]) -> Path:
+    """A data path as ipuexp reads it: None is the MNIST test set shipped with ipuexp, ``~`` is expanded, and a
+    relative path is taken from the directory the command was launched from (Hydra moves each job's working
+    directory, ``hydra.job.chdir``)."""
+    if path is None:
+        return PACKAGED_MNIST
+    p = Path(os.path.expanduser(str(path)))
+    return p if p.is_absolute() else (_launch_dir() / p).resolve()
+
+
+def _launch_dir() -> Path:
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        return Path(HydraConfig.get().runtime.cwd)
+    return Path.cwd()
