@@ -26,15 +26,14 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from ipuexp.config.schema import option_value
 from ipuexp.emulator.code_size import SERIALISED_OP_UNITS, CodeUnits, code_bytes
-from ipuexp.plan.execution import ExecutionPlan
-from ipuexp.plan.hardware import tile_context
 from ipuexp.emulator.oom import FailingIPU, oom_lines
-from ipuexp.plan.precision import IO_PRECISION_BYTES, float_elements, is_float, tensor_bytes
 from ipuexp.emulator.stash import StageStash, own_saved_bytes, saved_bytes, segment_starts, stage_stash
 from ipuexp.emulator.temporary import matmul_temporary
 from ipuexp.emulator.tiles import TileLoad, tile0_excess, tile_load
 from ipuexp.emulator.variables import OPTIMIZER_STATES, place, state_bytes
 from ipuexp.graph.types import BlockCapture, Graph, Stage, TensorInfo
+from ipuexp.plan.execution import ExecutionPlan, tile_context
+from ipuexp.plan.precision import IO_PRECISION_BYTES, float_elements, is_float, tensor_bytes
 from ipuexp.result import IPUMemory, MemoryFigures
 
 ALWAYS_LIVE = ("weights", "gradient_accumulators", "optimizer_state", "stash", "host_io_buffers", "control_code",
@@ -42,15 +41,12 @@ ALWAYS_LIVE = ("weights", "gradient_accumulators", "optimizer_state", "stash", "
 NOT_ALWAYS_LIVE = ("activations", "temporary", "gradients", "streamed")
 CATEGORIES = ALWAYS_LIVE + NOT_ALWAYS_LIVE
 
-
 class LivenessStep(NamedTuple):
     """Bytes live at one program step of one IPU."""
 
     label: str
     always_live: int
     not_always_live: int
-
-
 
 @dataclass
 class _Settings:
@@ -78,7 +74,6 @@ class _Settings:
     serialisation: int
     proportion: Any
 
-
 def _settings(plan: ExecutionPlan) -> _Settings:
     opts = plan.options
     prec = plan.precision
@@ -99,7 +94,6 @@ def _settings(plan: ExecutionPlan) -> _Settings:
         serialisation=max(int(opts.embedding_serialization_factor), 1), proportion=opts.available_memory_proportion,
     )
 
-
 @dataclass
 class _BlockFigures:
     """Per-block aggregates for one IPU (identical blocks share them)."""
@@ -108,7 +102,6 @@ class _BlockFigures:
     temp_bwd: int
     code_keys: Set[Tuple[Any, ...]]
     serialised: Set[Tuple[Any, ...]]
-
 
 def _block_figures(b: BlockCapture, s: _Settings, ctx: Any, vocab: int) -> _BlockFigures:
     """One pass over a block's records: planner temporaries (``ctx``: the IPU's ``TileContext``) and outlined
@@ -131,7 +124,6 @@ def _block_figures(b: BlockCapture, s: _Settings, ctx: Any, vocab: int) -> _Bloc
                 serialised.add(key)
     return _BlockFigures(temp_fwd=temp["fwd"], temp_bwd=temp["bwd"], code_keys=keys, serialised=serialised)
 
-
 @dataclass
 class IPUPlan:
     """Everything the model derives for one IPU."""
@@ -153,7 +145,6 @@ class IPUPlan:
 
     def peak_step(self) -> Tuple[str, Dict[str, int]]:
         return max(self.steps, key=lambda st: sum(st[1].values())) if self.steps else ("", {})
-
 
 def plan_ipus(plan: ExecutionPlan, graph: Graph) -> List[IPUPlan]:
     """Memory plans of every IPU of one replica."""
@@ -180,7 +171,6 @@ def plan_ipus(plan: ExecutionPlan, graph: Graph) -> List[IPUPlan]:
                                first_inputs))
     return plans
 
-
 def _tied_owner_ipu(stages: Sequence[Stage], tied: int) -> Optional[int]:
     """IPU of the block that owns the tied table: the first whose largest parameter is that big."""
     if not tied:
@@ -190,7 +180,6 @@ def _tied_owner_ipu(stages: Sequence[Stage], tied: int) -> Optional[int]:
             if b.largest_parameter >= tied:
                 return st.ipu
     return None
-
 
 def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: _Settings, amp: float, recompute: bool,
               depths: Sequence[int], block_figs: Dict[int, _BlockFigures], owner_ipu: Optional[int], vocab: int,
@@ -281,7 +270,6 @@ def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: _Settings,
     return IPUPlan(ipu=ipu, stages=list(own), amp=amp, always_live=al, steps=steps, units=units, tile=tile,
                    layers=layers, stash=stashes)
 
-
 def _boundary_tensors(own: List[Stage], stages: Sequence[Stage], training: bool) -> int:
     """Tensor copies between this IPU and others: activations forward, their gradients backward."""
     count = 0
@@ -293,10 +281,8 @@ def _boundary_tensors(own: List[Stage], stages: Sequence[Stage], training: bool)
             count += len(st.outputs) + (_n_float(st.outputs) if training else 0)
     return count
 
-
 def _n_float(tensors: Sequence[TensorInfo]) -> int:
     return sum(1 for t in tensors if is_float(t.dtype))
-
 
 def _steps(own: List[Stage], s: _Settings, recompute: bool, block_figs: Dict[int, _BlockFigures],
            stashes: List[StageStash], weights_streamed: bool, acc_streamed: bool, opt_streamed: int,
@@ -363,11 +349,9 @@ def _steps(own: List[Stage], s: _Settings, recompute: bool, block_figs: Dict[int
     steps.append(("weight update", {"gradients": grads, "temporary": largest * 4, "streamed": update_stream}))
     return steps
 
-
 def estimate_memory(plan: ExecutionPlan, graph: Graph) -> MemoryFigures:
     """Memory of every IPU of one replica, and whether it fits."""
     return memory_figures(plan_ipus(plan, graph), plan)
-
 
 def memory_figures(ipu_plans: Sequence[IPUPlan], plan: ExecutionPlan) -> MemoryFigures:
     """:class:`MemoryFigures` of computed IPU plans, with the out-of-memory report when a tile overflows."""
@@ -394,11 +378,9 @@ def memory_figures(ipu_plans: Sequence[IPUPlan], plan: ExecutionPlan) -> MemoryF
     fits = not failing
     return MemoryFigures(fits=fits, ipus=ipus, report=oom_lines(failing, plan))
 
-
 def liveness_series(plan: ExecutionPlan, graph: Graph, ipu: Optional[int] = None) -> List[LivenessStep]:
     """Bytes live at each program step of one IPU (default: the IPU whose fullest tile is fullest)."""
     return liveness_of(plan_ipus(plan, graph), ipu)
-
 
 def liveness_of(plans: Sequence[IPUPlan], ipu: Optional[int] = None) -> List[LivenessStep]:
     """Liveness series of one computed plan."""

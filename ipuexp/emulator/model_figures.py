@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from typing import Dict, List, Sequence
 
-from ipuexp.plan.precision import precision_bytes, tensor_bytes
 from ipuexp.emulator.stash import stage_stash
 from ipuexp.graph.types import Graph, Stage
+from ipuexp.plan.precision import precision_bytes, tensor_bytes
 from ipuexp.result import IPUModelFigures, ModelFigures
+
 
 def model_figures(graph: Graph, stages: Sequence[Stage], precision: str, training: bool) -> ModelFigures:
     act = precision_bytes(precision).activation

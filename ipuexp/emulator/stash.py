@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Sequence
 
-from ipuexp.plan.precision import tensor_bytes
 from ipuexp.graph.types import BlockCapture
+from ipuexp.plan.precision import tensor_bytes
 
 
 def segment_starts(blocks: Sequence[BlockCapture], every_layer: bool) -> List[int]:

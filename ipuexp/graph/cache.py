@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, Optional
 
+from ipuexp.graph import types
 from ipuexp.graph.types import BlockCapture, Graph, OpRecord, TensorInfo
 
 _MODEL_FIELDS = ("name", "size", "sequence_length", "image_size", "num_layers", "num_classes", "vocab_size",
@@ -47,15 +48,13 @@ def cache_key(model_cfg: Any, micro_batch_size: int) -> str:
     """Hex digest identifying one capture."""
     from importlib.metadata import version
 
-    from ipuexp.graph.capture import CAPTURE_FORMAT
-
     fields = {k: getattr(model_cfg, k, None) for k in _MODEL_FIELDS}
     fields = {k: (v if v is None or isinstance(v, (int, float, bool)) else str(v)) for k, v in fields.items()}
     payload = {
         "model": fields,
         "micro_batch_size": micro_batch_size,
         "torch": version("torch"),
-        "format": CAPTURE_FORMAT,
+        "format": types.CAPTURE_FORMAT,
         "source": _source_digest(fields.get("target") if fields.get("name") == "custom" else None),
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]

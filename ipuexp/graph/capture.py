@@ -11,11 +11,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ipuexp.graph import types
 from ipuexp.graph.types import BlockCapture, Graph, OpRecord, TensorInfo
-
-CAPTURE_FORMAT = 2
-"""Bump when the meaning or layout of captured fields changes (invalidates cached captures). 2: saved inputs and
-outputs of each block."""
 
 
 @dataclass
@@ -190,7 +187,7 @@ def capture_model(build: Callable[[], Any], micro_batch_size: int, reuse: bool =
     captures = [_block_capture(b, run, own) for b, run, own in zip(blocks, runs, owners, strict=True)]
     in_bytes = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
     in_elements = sum(t.numel() for t in inputs if isinstance(t, torch.Tensor))
-    meta = {"torch": torch.__version__, "capture_format": str(CAPTURE_FORMAT)}
+    meta = {"torch": torch.__version__, "capture_format": str(types.CAPTURE_FORMAT)}
     meta.update({k: str(v) for k, v in model.hparams.items()})
     return Graph(
         model=model.name,

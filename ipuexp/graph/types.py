@@ -10,6 +10,10 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+CAPTURE_FORMAT = 2
+"""Bump when the meaning or layout of captured fields changes (invalidates cached captures). 2: saved inputs and
+outputs of each block."""
+
 
 @dataclass
 class OpRecord:

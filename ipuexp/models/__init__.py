@@ -10,7 +10,7 @@ import importlib
 import inspect
 from typing import Any, Callable
 
-from ipuexp.models.variants import CUSTOM, VARIANTS, resolve, zoo_layers
+from ipuexp.models.variants import CUSTOM, VARIANTS, resolve
 
 __all__ = ["build_model", "zoo_layers", "load_target", "VARIANTS", "Block", "PipelinedModel", "InputSpec"]
 
@@ -87,3 +87,18 @@ def __getattr__(name: str) -> Any:
 
         return getattr(blocks, name)
     raise AttributeError(f"module 'ipuexp.models' has no attribute {name!r}")
+
+
+def zoo_layers(model_cfg: Any) -> int:
+    """Number of ``is_layer`` blocks of the configured model.
+
+    Zoo models come from the table above without importing torch; a custom model is built on the meta device
+    (importing torch) and its layer blocks are counted.
+    """
+    if str(getattr(model_cfg, "name", "")) == CUSTOM:
+        import torch
+
+        with torch.device("meta"):
+            model = build_model(model_cfg)
+        return sum(1 for b in model.blocks if b.is_layer)
+    return int(resolve(model_cfg).hp["layers"])

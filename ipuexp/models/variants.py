@@ -115,23 +115,6 @@ def resolve(model_cfg: Any) -> Variant:
     return Variant(family=name, size=size, hp=hp)
 
 
-def zoo_layers(model_cfg: Any) -> int:
-    """Number of ``is_layer`` blocks of the configured model.
-
-    Zoo models come from the table above without importing torch; a custom model is built on the meta device
-    (importing torch) and its layer blocks are counted.
-    """
-    if str(getattr(model_cfg, "name", "")) == CUSTOM:
-        import torch
-
-        from ipuexp.models import build_model
-
-        with torch.device("meta"):
-            model = build_model(model_cfg)
-        return sum(1 for b in model.blocks if b.is_layer)
-    return int(resolve(model_cfg).hp["layers"])
-
-
 def published_mask_tokens(sequence_length: int) -> Optional[int]:
     """Graphcore's ``mask_tokens`` for a sequence length, if a published config sets one.
 

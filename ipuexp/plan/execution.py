@@ -11,11 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence, Tuple
 
-from ipuexp.config.schema import (DataConfig, ExperimentConfig, IPUHardware, OptimizerConfig, Options, SystemConfig,
-                                  option_value)
+from ipuexp.config.schema import (
+    DataConfig,
+    ExperimentConfig,
+    IPUHardware,
+    OptimizerConfig,
+    Options,
+    SystemConfig,
+    option_value,
+)
 from ipuexp.graph.types import Graph, Stage
-from ipuexp.plan.hardware import Rates, rates
-from ipuexp.plan.precision import PrecisionBytes, precision_bytes
+from ipuexp.plan.hardware import Rates, TileContext, amp_flops_per_cycle, rates
+from ipuexp.plan.precision import PrecisionBytes, partials_bytes, precision_bytes
 from ipuexp.plan.schedule import recomputation_active, stage_recomputes, stash_depth
 
 
@@ -63,6 +70,31 @@ class ExecutionPlan:
         """The same plan with some calibration constants replaced (fitting evaluates many of these)."""
         cal = replace(self.rates.calibration, **{k: v for k, v in constants.items()})
         return replace(self, rates=replace(self.rates, calibration=cal))
+
+
+def tile_context(plan: ExecutionPlan, position: int) -> TileContext:
+    """The op cost model's view of the IPU at ``position`` of ``plan.ipus``."""
+    opts, r = plan.options, plan.rates
+    pb = plan.precision
+    half_inputs = pb.compute == 2
+    cal = r.calibration
+    return TileContext(
+        compute_tiles=max(1, r.tiles - r.io_tiles),
+        tile_memory_bytes=r.tile_memory_bytes,
+        amp_proportion=plan.amp[position],
+        flops_per_cycle=amp_flops_per_cycle(plan.ipu, opts.precision, opts.partials_type),
+        input_bytes=pb.compute,
+        partial_bytes=max(partials_bytes(option_value(opts.partials_type)), pb.compute),
+        activation_bytes=pb.activation,
+        tile_bytes_per_cycle=r.tile_bytes_per_cycle,
+        exchange_bytes_per_cycle=r.exchange_bytes_per_cycle,
+        sync_cycles=float(plan.ipu.sync_cycles),
+        workers=int(plan.ipu.workers_per_tile),
+        amp_efficiency=cal.amp_efficiency,
+        vector_efficiency=cal.vector_efficiency,
+        compute_set_cycles=cal.compute_set_cycles,
+        amp_grain=cal.amp_grain if half_inputs else max(1, cal.amp_grain // 2),
+    )
 
 
 def amp_for_ipu(proportion: object, position: int, num_ipus: int) -> float:

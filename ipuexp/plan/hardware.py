@@ -7,13 +7,10 @@ hardware number: this module only turns the configured figures into the units th
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 from ipuexp.config.schema import IPUHardware, SystemConfig, option_value
 from ipuexp.plan.precision import partials_bytes, precision_bytes
-
-if TYPE_CHECKING:
-    from ipuexp.plan.execution import ExecutionPlan
 
 
 @dataclass(frozen=True)
@@ -140,29 +137,4 @@ def rates(ipu: IPUHardware, system: SystemConfig, io_tiles: int) -> Rates:
         exchange_bytes_per_cycle=float(ipu.exchange_bytes_per_s) / clock / tiles,
         tile_bytes_per_cycle=float(ipu.tile_memory_bytes_per_cycle),
         calibration=cal,
-    )
-
-
-def tile_context(plan: "ExecutionPlan", position: int) -> TileContext:
-    """The op cost model's view of the IPU at ``position`` of ``plan.ipus``."""
-    opts, r = plan.options, plan.rates
-    pb = plan.precision
-    half_inputs = pb.compute == 2
-    cal = r.calibration
-    return TileContext(
-        compute_tiles=max(1, r.tiles - r.io_tiles),
-        tile_memory_bytes=r.tile_memory_bytes,
-        amp_proportion=plan.amp[position],
-        flops_per_cycle=amp_flops_per_cycle(plan.ipu, opts.precision, opts.partials_type),
-        input_bytes=pb.compute,
-        partial_bytes=max(partials_bytes(option_value(opts.partials_type)), pb.compute),
-        activation_bytes=pb.activation,
-        tile_bytes_per_cycle=r.tile_bytes_per_cycle,
-        exchange_bytes_per_cycle=r.exchange_bytes_per_cycle,
-        sync_cycles=float(plan.ipu.sync_cycles),
-        workers=int(plan.ipu.workers_per_tile),
-        amp_efficiency=cal.amp_efficiency,
-        vector_efficiency=cal.vector_efficiency,
-        compute_set_cycles=cal.compute_set_cycles,
-        amp_grain=cal.amp_grain if half_inputs else max(1, cal.amp_grain // 2),
     )

@@ -19,10 +19,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from ipuexp.plan.schedule import BWD, Event, events
 from ipuexp.training.optim import build_optimizer, round_state_to_half
 from ipuexp.training.plan import TrainingPlan
 from ipuexp.training.precision import LossScaler, to_half
-from ipuexp.plan.schedule import BWD, Event, events
 
 AllReduce = Callable[[List[torch.Tensor]], None]
 """Sums a list of tensors in place over all instances."""

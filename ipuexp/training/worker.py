@@ -77,9 +77,9 @@ class InstanceWorker:
         import torch
 
         from ipuexp.data import load_dataset
+        from ipuexp.models import build_model
         from ipuexp.training.executor import Executor
         from ipuexp.training.plan import make_plan
-        from ipuexp.models import build_model
 
         if self.threads:
             torch.set_num_threads(int(self.threads))

@@ -11,16 +11,16 @@ from ipuexp.config.compose import load_experiment
 from ipuexp.config.schema import ExperimentConfig, Optimizer, PartialsType, RecomputationMode, Schedule, TensorLocation
 from ipuexp.emulator import code_size
 from ipuexp.emulator.cost import plan_matmul
-from ipuexp.plan.hardware import rates, tile_context
 from ipuexp.emulator.memory import estimate_memory, liveness_series, plan_ipus
 from ipuexp.emulator.stash import own_saved_bytes, segment_starts, stage_stash
-from ipuexp.plan.schedule import events, max_in_flight, recomputation_active, stash_depth as fifo_depth
 from ipuexp.emulator.temporary import matmul_temporary, vocabulary_split
-from ipuexp.plan.execution import amp_for_ipu, build_plan
 from ipuexp.emulator.tiles import tile_load
 from ipuexp.emulator.variables import elements_at_least, place, state_bytes
 from ipuexp.graph.stages import assign_stages
 from ipuexp.graph.types import BlockCapture, Graph, OpRecord, Stage, TensorInfo
+from ipuexp.plan.execution import amp_for_ipu, build_plan, tile_context
+from ipuexp.plan.schedule import events, max_in_flight, recomputation_active
+from ipuexp.plan.schedule import stash_depth as fifo_depth
 
 H = 256  # hidden size of the toy transformer-like layer
 S = 64   # tokens per sample

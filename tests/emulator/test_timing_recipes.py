@@ -5,12 +5,12 @@ import math
 
 import pytest
 
+from ipuexp.config.compose import compose_recipe as compose
 from ipuexp.config.store import recipe_names
 from ipuexp.emulator.timing import estimate_throughput
 from ipuexp.graph.capture import capture
 from ipuexp.graph.stages import assign_stages
 from ipuexp.plan.execution import build_plan
-from ipuexp.config.compose import compose_recipe as compose
 
 pytestmark = pytest.mark.slow
 
