@@ -9,7 +9,7 @@ from typing import Any, List, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from ipuexp.result import Result
+from ipuexp.result import Result, Skipped
 
 log = logging.getLogger("ipuexp")
 
@@ -71,10 +71,11 @@ def _wants_charts(exp: Any) -> bool:
     return not (HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN)
 
 
-def run_job(cfg: DictConfig, out_dir: str | Path = ".") -> Optional[Result]:
+def run_job(cfg: DictConfig, out_dir: str | Path = ".") -> Result | Skipped:
     """Validate, evaluate, write ``result.json`` and charts into ``out_dir`` and track the run.
 
-    Returns None when ``tracking.skip_completed`` finds the configuration already FINISHED in MLflow."""
+    Returns ``Skipped`` when the configuration already has a FINISHED run in MLflow and need not run again
+    (``ipuexp.tracking.resume.already_completed``)."""
     from ipuexp.config.validate import validate
     from ipuexp.report.console import print_result
     from ipuexp.tracking import already_completed, track_job
@@ -82,8 +83,9 @@ def run_job(cfg: DictConfig, out_dir: str | Path = ".") -> Optional[Result]:
     for warning in validate(cfg):
         log.warning(warning)
     if already_completed(cfg):
-        log.info("skipped: this configuration already has a FINISHED run in MLflow (tracking.skip_completed=true)")
-        return None
+        log.info("skipped: this configuration already has a FINISHED run in MLflow (tracking.skip_completed=true, "
+                 "or a re-run of a sweep that lost its Ray cluster)")
+        return Skipped()
     exp = OmegaConf.to_object(cfg)
     out = Path(out_dir)
     with track_job(cfg) as run:
