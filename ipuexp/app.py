@@ -11,7 +11,7 @@ from typing import Any, ContextManager, List, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from ipuexp.config.schema import ExperimentConfig
-from ipuexp.result import Result
+from ipuexp.result import Result, Skipped
 
 log = logging.getLogger("ipuexp")
 
@@ -83,10 +83,11 @@ def _wants_charts(exp: ExperimentConfig) -> bool:
     return not (HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN)
 
 
-def run_job(cfg: DictConfig, out_dir: str | Path = ".") -> Optional[Result]:
+def run_job(cfg: DictConfig, out_dir: str | Path = ".") -> Result | Skipped:
     """Validate, evaluate, write ``result.json`` and charts into ``out_dir`` and track the run.
 
-    Returns None when ``tracking.skip_completed`` finds the configuration already FINISHED in MLflow."""
+    Returns ``Skipped`` when the configuration already has a FINISHED run in MLflow and need not run again
+    (``ipuexp.tracking.resume.already_completed``)."""
     from ipuexp.config.validate import validate
     from ipuexp.report.console import print_result
     from ipuexp.tracking import already_completed, track_job
@@ -94,8 +95,9 @@ def run_job(cfg: DictConfig, out_dir: str | Path = ".") -> Optional[Result]:
     for warning in validate(cfg):
         log.warning(warning)
     if already_completed(cfg):
-        log.info("skipped: this configuration already has a FINISHED run in MLflow (tracking.skip_completed=true)")
-        return None
+        log.info("skipped: this configuration already has a FINISHED run in MLflow (tracking.skip_completed=true, "
+                 "or a re-run of a sweep that lost its Ray cluster)")
+        return Skipped()
     exp = OmegaConf.to_object(cfg)
     if exp.data.dataset == "mnist" or exp.data.path is not None:
         from ipuexp.data.paths import resolve_path

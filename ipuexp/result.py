@@ -115,3 +115,10 @@ def _flatten(value: Any, prefix: str, out: Dict[str, float]) -> None:
     elif isinstance(value, list):
         for i, v in enumerate(value):
             _flatten(v, f"{prefix}.{i}", out)
+
+
+@dataclass
+class Skipped:
+    """What a job returns instead of a Result when its configuration need not run again."""
+
+    reason: str = "already has a FINISHED run in MLflow"

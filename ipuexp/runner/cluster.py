@@ -10,8 +10,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 from hydra.errors import CompactHydraException
 
@@ -116,6 +117,43 @@ def session(settings: RaySettings) -> Iterator[str]:
 
 def started_here() -> bool:
     return _started_here
+
+
+def label(settings: RaySettings) -> str:
+    """How the line reporting a lost cluster names it: the GCS address it was joined at, or the local Ray."""
+    import ray
+
+    if _started_here:
+        return "the sweep's local Ray"
+    try:
+        address = ray.get_runtime_context().gcs_address
+    except Exception:  # Ray Client
+        address = settings.address or os.environ.get("RAY_ADDRESS") or "?"
+    return f"Ray cluster at {address}"
+
+
+def local_raylet() -> Optional[Tuple[str, int]]:
+    """Host and port of the raylet this driver is attached to; None under Ray Client, which has none."""
+    import ray
+
+    try:
+        node_id = ray.get_runtime_context().get_node_id()
+        node = next(n for n in ray.nodes() if n.get("NodeID") == node_id)
+        return str(node["NodeManagerAddress"]), int(node["NodeManagerPort"])
+    except Exception:
+        return None
+
+
+def reachable(host: str, port: int, timeout_s: float = 1.0) -> Optional[bool]:
+    """False when nothing listens at ``host:port`` (the connection is refused), True when something does, None
+    when it cannot be told (a timeout: the host may be gone, or only slow)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except ConnectionRefusedError:
+        return False
+    except OSError:
+        return None
 
 
 def _describe(ray: Any) -> str:

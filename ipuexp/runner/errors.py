@@ -1,7 +1,7 @@
 """How a failed sweep job reaches the driver: one line, whatever the worker raised."""
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from hydra.errors import CompactHydraException
 
@@ -31,6 +31,15 @@ class JobFailedError(CompactHydraException):
     def __reduce__(self) -> Tuple[Any, ...]:
         return (JobFailedError, (self.message, self.error_type, self.remote_traceback, self.log_file,
                                  self.config_error))
+
+
+def failed_return(overrides: List[str], error: JobFailedError) -> Any:
+    """A FAILED JobReturn for a job that never produced one (bad override, dead worker)."""
+    from hydra.core.utils import JobReturn, JobStatus
+
+    ret = JobReturn(overrides=list(overrides), status=JobStatus.FAILED)
+    ret.return_value = error
+    return ret
 
 
 def describe(exc: BaseException) -> str:

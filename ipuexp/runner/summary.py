@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
-DONE, FAILED, OOM = "done", "failed", "out of memory"
+DONE, FAILED, OOM, SKIPPED = "done", "failed", "out of memory", "skipped"
 
 
 @dataclass
@@ -16,11 +16,12 @@ class Outcome:
     overrides: List[str]
     """The job's overrides."""
     status: str
-    """done, failed or out of memory (the Result says the model does not fit: ``fits == False``)."""
+    """done, failed, out of memory (the Result says the model does not fit: ``fits == False``) or skipped (the job
+    returned ``ipuexp.result.Skipped``: its configuration had run before)."""
     result: Any = None
     """The task function's return value (an ipuexp Result for ipuexp jobs)."""
     error: str = ""
-    """One-line error of a failed job."""
+    """One-line error of a failed job, or why a skipped one did not run."""
     log_file: Optional[str] = None
     """The failed job's log file (it holds the traceback)."""
 
@@ -48,18 +49,22 @@ def classify(idx: int, job_return: Any) -> Outcome:
         error = " ".join(str(exc).split()) if exc is not None else "failed"
         return Outcome(idx, overrides, FAILED, error=error, log_file=getattr(exc, "log_file", None))
     result = job_return._return_value
+    from ipuexp.result import Skipped
+
+    if isinstance(result, Skipped):
+        return Outcome(idx, overrides, SKIPPED, error=result.reason)
     status = OOM if _get(result, "fits") is False else DONE
     return Outcome(idx, overrides, status, result=result)
 
 
 def counts(outcomes: Sequence[Outcome]) -> Dict[str, int]:
-    return {s: sum(1 for o in outcomes if o.status == s) for s in (DONE, FAILED, OOM)}
+    return {s: sum(1 for o in outcomes if o.status == s) for s in (DONE, FAILED, OOM, SKIPPED)}
 
 
 def line(o: Outcome) -> str:
     """A one-line report of a finished job for the progress log."""
-    if o.status == FAILED:
-        return f"failed: {o.error}"
+    if o.status in (FAILED, SKIPPED):
+        return f"{o.status}: {o.error}"
     tput = o.samples_per_s
     return o.status + (f", {tput:,.1f} samples/s" if tput is not None else "")
 
@@ -80,7 +85,7 @@ def _keys(o: Outcome) -> set:
 
 def ordered(outcomes: Sequence[Outcome]) -> List[Outcome]:
     """Highest throughput first; points without one keep their job order, failures last."""
-    rank = {DONE: 0, OOM: 1, FAILED: 2}
+    rank = {DONE: 0, OOM: 1, SKIPPED: 2, FAILED: 3}
     return sorted(outcomes, key=lambda o: (o.samples_per_s is None, -(o.samples_per_s or 0.0), rank[o.status],
                                             o.idx))
 
@@ -111,7 +116,8 @@ def _value(result: Any) -> str:
 
 def headline(outcomes: Sequence[Outcome]) -> str:
     c = counts(outcomes)
-    return f"{c[DONE]} done, {c[FAILED]} failed, {c[OOM]} out of memory"
+    skipped = f", {c[SKIPPED]} skipped" if c[SKIPPED] else ""
+    return f"{c[DONE]} done, {c[FAILED]} failed, {c[OOM]} out of memory{skipped}"
 
 
 def render(outcomes: Sequence[Outcome]) -> Any:
@@ -149,7 +155,7 @@ def render(outcomes: Sequence[Outcome]) -> Any:
             row.append(_memory(o.result) or "")
         if show_value:
             row.append(_value(o.result))
-        style = "bold green" if o is top else ("red" if o.status == FAILED else ("yellow" if o.status == OOM else None))
+        style = "bold green" if o is top else {FAILED: "red", OOM: "yellow", SKIPPED: "dim"}.get(o.status)
         table.add_row(*row, style=style)
     return table
 

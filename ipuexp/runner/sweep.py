@@ -1,24 +1,31 @@
-"""Run a batch of Hydra sweep jobs as Ray tasks (the driver side of the ``ray`` launcher).
+"""Run a batch of Hydra sweep jobs as Ray tasks (the launcher side of the ``ray`` launcher).
 
-Each job is composed here, as Hydra's basic launcher composes it (same job numbering, sweep folder and
-``.hydra`` outputs), and run in a Ray worker by ``ipuexp.runner.worker.execute`` through Hydra's own ``run_job``.
-A job that raises, or whose worker dies, fails alone: the others run to the end and the table printed at the end
-says which failed and why. Ray re-runs a task whose worker process died (``max_retries``), never one that raised.
+Each job is composed here, as Hydra's basic launcher composes it (same job numbering, sweep folder and ``.hydra``
+outputs), and sent to the sweep's Ray driver, a process of its own (``ipuexp.runner.driver``), which runs it in a
+Ray worker through Hydra's own ``run_job`` (``ipuexp.runner.worker``). A job that raises, or whose worker dies,
+fails alone: the others run to the end and the table printed at the end says which failed and why. A Ray cluster
+that goes away mid-sweep ends the sweep: the table of what finished, the sweep's tracking closed through the Hydra
+callbacks, and one line saying what was lost and how to resume (``ipuexp.runner.loss``).
 """
 from __future__ import annotations
 
 import logging
+import pickle
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, NoReturn, Optional, Sequence
 
-from ipuexp.runner import captures, cluster, summary
+from ipuexp.runner import captures, driver, summary
 from ipuexp.runner.cluster import RaySettings
-from ipuexp.runner.errors import JobFailedError, describe
+from ipuexp.runner.errors import JobFailedError, describe, failed_return
+from ipuexp.runner.loss import ClusterLoss, ClusterLostError
 
 log = logging.getLogger(__name__)
+
+DRIVER_LOG = "ray-driver.log"
+"""File in the sweep folder that takes Ray's own console output (unless ``log_to_driver``)."""
 
 
 @dataclass
@@ -45,8 +52,6 @@ class _Job:
     idx: int
     overrides: List[str]
     config: Any = None
-    capture_key: Optional[str] = None
-    compose_s: float = 0.0
 
 
 def launch(*, hydra_context: Any, task_function: Any, config: Any, job_overrides: Sequence[Sequence[str]],
@@ -55,27 +60,27 @@ def launch(*, hydra_context: Any, task_function: Any, config: Any, job_overrides
     from hydra.core.singleton import Singleton
     from hydra.core.utils import configure_log, filter_overrides, setup_globals
     from omegaconf import open_dict
+    from ray import cloudpickle
 
     setup_globals()
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
-    Path(str(config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    sweep_dir.mkdir(parents=True, exist_ok=True)
     try:
-        where = cluster.connect(settings)
+        drv = driver.connect(settings, None if settings.log_to_driver else str(sweep_dir.resolve() / DRIVER_LOG))
     except KeyboardInterrupt:
-        cluster.shutdown()
+        driver.stop()
         raise
-    log.info(f"Launching {len(job_overrides)} jobs on {where}")
-
-    import ray
+    log.info(f"Launching {len(job_overrides)} jobs on {drv.where}")
 
     started = time.perf_counter()
-    results: List[Any] = [None] * len(job_overrides)
+    batch = _Batch(drv, len(job_overrides), initial_job_idx)
     compose_s: List[float] = []
     preload = list(options.preload) + _job_modules(config)
-    context = ray.put(_context(hydra_context, task_function, Singleton.get_state(), preload))
-    run = _Dispatch(ray, str(uuid.uuid4()), context, options, preload)
+    context = cloudpickle.dumps(_context(hydra_context, task_function, Singleton.get_state(), preload))
     try:
-        # Jobs are composed here one by one (as the basic launcher does) and submitted at once, so the workers
+        slots = drv.start_batch(str(uuid.uuid4()), context, options, preload)
+        # Jobs are composed here one by one (as the basic launcher does) and sent at once, so the workers
         # start on the first jobs while the later ones are still being composed.
         for pos, overrides in enumerate(job_overrides):
             idx = initial_job_idx + pos
@@ -88,25 +93,76 @@ def launch(*, hydra_context: Any, task_function: Any, config: Any, job_overrides
                     job.config.hydra.job.id = idx
                     job.config.hydra.job.num = idx
             except Exception as exc:  # a bad override fails its own job, not the sweep
-                results[pos] = _failed(job, _compose_error(exc))
+                batch.results[pos] = failed_return(job.overrides, _compose_error(exc))
                 continue
             finally:
                 compose_s.append(time.perf_counter() - t)
-            run.add(job)
-            _report(run.collect(block=False), results, run, len(job_overrides))
-        while run.pending:
-            _report(run.collect(block=True), results, run, len(job_overrides))
+            capture = captures.request(job.config) if options.share_captures else None
+            batch.send(job, cloudpickle.dumps(job.config), capture)
+            batch.collect(block=False)
+        drv.send("end")
+        while batch.pending:
+            batch.collect(block=True)
     except KeyboardInterrupt:
-        log.warning(f"Interrupted: cancelling {run.pending} unfinished jobs and stopping Ray")
-        run.cancel()
-        cluster.shutdown()
-        _print(results, initial_job_idx, options, f"Interrupted sweep {config.hydra.sweep.dir}")
+        log.warning(f"Interrupted: cancelling {batch.pending} unfinished jobs and stopping Ray")
+        driver.stop(cancel=True)
+        _print(batch.results, initial_job_idx, options, f"Interrupted sweep {config.hydra.sweep.dir}")
         raise
+    except driver.DriverLost as exc:
+        driver.stop()
+        _lost(str(exc), drv.label, batch, hydra_context, config, options, initial_job_idx)
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
-    timing = summary.timing_line(time.perf_counter() - started, run.slots, compose_s,
-                                 [getattr(r, "timing", None) for r in results])
-    _print(results, initial_job_idx, options, f"Sweep {config.hydra.sweep.dir}", timing)
-    return results
+    timing = summary.timing_line(time.perf_counter() - started, slots, compose_s,
+                                 [getattr(r, "timing", None) for r in batch.results])
+    _print(batch.results, initial_job_idx, options, f"Sweep {config.hydra.sweep.dir}", timing)
+    return batch.results
+
+
+class _Batch:
+    """The launcher's account of one batch: jobs sent to the driver, JobReturns back from it."""
+
+    def __init__(self, drv: driver.Driver, total: int, initial_job_idx: int):
+        self.drv, self.total, self.initial_job_idx = drv, total, initial_job_idx
+        self.results: List[Any] = [None] * total
+        self.sent: Dict[int, _Job] = {}
+        self.done = 0
+
+    @property
+    def pending(self) -> int:
+        """Jobs sent and not back: running, queued, or waiting for their model's capture."""
+        return len(self.sent)
+
+    def send(self, job: _Job, config: bytes, capture: Any) -> None:
+        self.drv.send("job", job.pos, job.overrides, config, capture)
+        self.sent[job.pos] = job
+
+    def collect(self, block: bool) -> None:
+        """Take the JobReturns that have come back; with ``block`` wait (in short steps, so Ctrl-C is seen)."""
+        msg = self.drv.receive(1.0 if block else 0.0)
+        while msg is not None:
+            if msg[0] == "result":
+                job = self.sent.pop(msg[1])
+                self.results[job.pos] = ret = pickle.loads(msg[2])
+                self.done += 1
+                log.info(f"[{self.done}/{self.total}] #{job.idx} {summary.line(summary.classify(job.idx, ret))}")
+            msg = self.drv.receive(0.0)
+
+
+def _lost(reason: str, cluster: str, batch: _Batch, hydra_context: Any, config: Any, options: LaunchOptions,
+          initial_job_idx: int) -> NoReturn:
+    """The summary of what finished, the callbacks' close-out (tracking), then the one line, as an exception."""
+    outcomes = [summary.classify(initial_job_idx + pos, r) for pos, r in enumerate(batch.results) if r is not None]
+    counts = summary.counts(outcomes)
+    loss = ClusterLoss(cluster=cluster, reason=reason, total=batch.total,
+                       finished=counts[summary.DONE] + counts[summary.OOM] + counts[summary.SKIPPED],
+                       failed=counts[summary.FAILED])
+    _print(batch.results, initial_job_idx, options, f"Sweep {config.hydra.sweep.dir}, cut short by the loss of its "
+           f"Ray cluster")
+    try:  # Hydra calls on_multirun_end only for a sweep that returns
+        hydra_context.callbacks.on_multirun_end(config=config, cluster_lost=loss)
+    except Exception as exc:
+        log.warning(f"Closing the sweep after the loss of its Ray cluster failed: {describe(exc)}")
+    raise ClusterLostError(loss.message)
 
 
 def _print(results: List[Any], initial_job_idx: int, options: LaunchOptions, title: str,
@@ -114,12 +170,6 @@ def _print(results: List[Any], initial_job_idx: int, options: LaunchOptions, tit
     if options.summary:
         outcomes = [summary.classify(initial_job_idx + pos, r) for pos, r in enumerate(results) if r is not None]
         summary.print_summary(outcomes, title=title, timing=timing)
-
-
-def _report(finished: List[Any], results: List[Any], run: "_Dispatch", total: int) -> None:
-    for job, ret in finished:
-        results[job.pos] = ret
-        log.info(f"[{run.done}/{total}] #{job.idx} {summary.line(summary.classify(job.idx, ret))}")
 
 
 def _job_modules(config: Any) -> List[str]:
@@ -139,132 +189,8 @@ def _context(hydra_context: Any, task_function: Any, state: Any, preload: List[s
     return SweepContext(hydra_context, task_function, state, list(preload))
 
 
-class _Dispatch:
-    """Submits jobs (after the capture their model needs) and hands them back as they finish."""
-
-    def __init__(self, ray: Any, sweep_id: str, context: Any, options: LaunchOptions, preload: List[str]):
-        from ipuexp.runner import worker
-
-        self.ray, self.sweep_id, self.context, self.options, self.preload = ray, sweep_id, context, options, preload
-        common: Dict[str, Any] = dict(num_cpus=options.cpus_per_job, max_retries=options.max_retries,
-                                      retry_exceptions=False)
-        if options.runtime_env:  # per task, so it applies on a Ray started earlier too
-            common["runtime_env"] = options.runtime_env
-        # max_calls=0: a worker process serves any number of jobs, so its imports and captures are reused.
-        self.execute = ray.remote(max_calls=0, **common)(worker.execute)
-        self.warm = ray.remote(num_returns=2, max_calls=0, **common)(worker.warm_capture)
-        self.preload_task = ray.remote(max_calls=0, **common)(worker.preload)
-        self.running: Dict[Any, _Job] = {}
-        self.warming: Dict[Any, tuple] = {}  # error ref -> (key, graph ref, jobs waiting for it)
-        self.graphs: Dict[str, Any] = {}  # capture key -> graph ref (None: capture failed, jobs capture themselves)
-        self.background: List[Any] = []
-        self.done = 0
-        # Jobs that run at once: the cluster's CPUs over the CPUs each job takes.
-        self.slots = max(1, int(ray.cluster_resources().get("CPU", 1) // max(options.cpus_per_job, 1e-9)))
-
-    @property
-    def pending(self) -> int:
-        return len(self.running) + sum(len(w[2]) for w in self.warming.values())
-
-    def add(self, job: _Job) -> None:
-        req = captures.request(job.config) if self.options.share_captures else None
-        if req is None:
-            self._submit(job, None)
-            return
-        key = job.capture_key = req[0]
-        if key in self.graphs:
-            self._submit(job, self.graphs[key])
-            return
-        for err_ref, (k, _, waiting) in self.warming.items():
-            if k == key:
-                waiting.append(job)
-                return
-        err_ref, graph_ref = self.warm.remote(req[1], req[2], req[3])
-        self.warming[err_ref] = (key, graph_ref, [job])
-        if not self.background and self.preload:
-            # While the capture runs, the other CPUs' workers import what the jobs need.
-            others = min(self.slots - 1, 64)
-            self.background = [self.preload_task.remote(self.preload) for _ in range(others)]
-
-    def _submit(self, job: _Job, graph_ref: Any) -> None:
-        box = [graph_ref] if graph_ref is not None else None
-        ref = self.execute.remote(self.sweep_id, [self.context], job.config, job.capture_key, box)
-        self.running[ref] = job
-
-    def collect(self, block: bool) -> List[Any]:
-        """Finished jobs as ``(job, JobReturn)``; with ``block`` wait (in short steps, so Ctrl-C is seen) for one."""
-        ray = self.ray
-        out: List[Any] = []
-        while self.running or self.warming:
-            refs = list(self.running) + list(self.warming)
-            ready, _ = ray.wait(refs, num_returns=1, timeout=1.0 if block else 0)
-            if ready:  # and whatever else has finished meanwhile
-                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-            for ref in ready:
-                if ref in self.warming:
-                    self._warmed(ref)
-                    continue
-                job = self.running.pop(ref)
-                self.done += 1
-                try:
-                    out.append((job, ray.get(ref)))
-                except ray.exceptions.RayError as exc:
-                    out.append((job, _failed(job, _ray_error(exc, self.options.max_retries + 1))))
-            if out or not block:
-                return out
-        return out
-
-    def _warmed(self, ref: Any) -> None:
-        key, graph_ref, jobs = self.warming.pop(ref)
-        try:
-            error = self.ray.get(ref)
-        except self.ray.exceptions.RayError as exc:  # the capture's worker died; each job tries on its own
-            error = _ray_error(exc, self.options.max_retries + 1).message
-        if error:
-            log.warning(f"Shared capture failed ({error}); {len(jobs)} jobs capture the model themselves")
-            graph_ref = None
-        self.graphs[key] = graph_ref
-        for job in jobs:
-            self._submit(job, graph_ref)
-
-    def cancel(self) -> None:
-        for ref in list(self.running) + list(self.warming) + self.background:
-            try:
-                self.ray.cancel(ref, force=True)
-            except Exception:  # already finished, or its worker is gone
-                pass
-
-
-def _failed(job: _Job, error: JobFailedError) -> Any:
-    """A FAILED JobReturn for a job that never produced one (bad override, dead worker)."""
-    from hydra.core.utils import JobReturn, JobStatus
-
-    ret = JobReturn(overrides=job.overrides, status=JobStatus.FAILED)
-    ret.return_value = error
-    return ret
-
-
 def _compose_error(exc: Exception) -> JobFailedError:
     from ipuexp.config.errors import from_omegaconf
 
     err = from_omegaconf(exc)
     return JobFailedError(str(err), type(exc).__name__, "", None, config_error=True)
-
-
-def _ray_error(exc: Exception, attempts: int) -> JobFailedError:
-    import ray
-
-    if isinstance(exc, ray.exceptions.RayTaskError):  # raised outside the task function (run_job itself)
-        cause = getattr(exc, "cause", None)
-        msg = describe(cause) if cause is not None else " ".join(str(exc).splitlines()[0].split())[:300]
-        return JobFailedError(msg, type(cause).__name__ if cause else "RayTaskError", str(exc))
-    if isinstance(exc, ray.exceptions.OutOfMemoryError):
-        return JobFailedError("killed by Ray's memory monitor: the host ran out of memory", "OutOfMemoryError",
-                              str(exc))
-    if isinstance(exc, ray.exceptions.TaskCancelledError):
-        return JobFailedError("cancelled", "TaskCancelledError", str(exc))
-    if isinstance(exc, ray.exceptions.WorkerCrashedError):
-        return JobFailedError(f"its worker process died ({attempts} attempt{'s' if attempts > 1 else ''}; Ray's "
-                              "python-core-worker logs say why)", type(exc).__name__, str(exc))
-    first = " ".join(str(exc).split(" traceback:")[0].split())[:300]  # Ray appends the remote traceback
-    return JobFailedError(f"{type(exc).__name__}: {first}", type(exc).__name__, str(exc))

@@ -61,7 +61,7 @@ def _sweep_context(sweep_id: str, box: List[Any]) -> SweepContext:
 
     global _applied, _context
     if _applied != sweep_id:
-        ctx = ray.get(box[0])
+        ctx = pickle.loads(ray.get(box[0]))  # pickled by the launcher: the driver process never unpickles it
         Singleton.set_state(ctx.singleton_state)  # also rediscovers Hydra's plugins: once per worker and sweep
         preload(ctx.preload)
         _applied, _context = sweep_id, ctx
@@ -69,14 +69,17 @@ def _sweep_context(sweep_id: str, box: List[Any]) -> SweepContext:
     return _context
 
 
-def execute(sweep_id: str, context_box: List[Any], sweep_config: Any, capture_key: Optional[str] = None,
-            graph_box: Optional[List[Any]] = None) -> Any:
-    """Run one job with ``hydra.core.utils.run_job``; return its JobReturn (a failure as JobFailedError)."""
+def execute(sweep_id: str, context_box: List[Any], sweep_config: bytes, capture_key: Optional[str] = None,
+            graph_box: Optional[List[Any]] = None) -> bytes:
+    """Run one job (its configuration pickled) with ``hydra.core.utils.run_job``; return its JobReturn, pickled
+    (a failure as JobFailedError): the sweep's driver process passes both on to the launcher as they are."""
     from hydra.core.utils import JobStatus, run_job, setup_globals
     from omegaconf import OmegaConf
+    from ray import cloudpickle
 
     start = time.perf_counter()
     ctx = _sweep_context(sweep_id, context_box)
+    config = pickle.loads(sweep_config)
     if capture_key and graph_box and not captures.cached(capture_key):
         import ray
 
@@ -85,12 +88,12 @@ def execute(sweep_id: str, context_box: List[Any], sweep_config: Any, capture_ke
     home = os.getcwd()
     # Relative paths (a relative hydra.sweep.dir, to_absolute_path) mean the directory the sweep was started from,
     # as with the basic launcher; a worker on another machine that lacks it stays where it is.
-    launch_dir = OmegaConf.select(sweep_config, "hydra.runtime.cwd", default=None)
+    launch_dir = OmegaConf.select(config, "hydra.runtime.cwd", default=None)
     if launch_dir and os.path.isdir(launch_dir):
         os.chdir(launch_dir)
     task = _Timed(ctx.task_function)
     try:
-        ret = run_job(hydra_context=ctx.hydra_context, task_function=task, config=sweep_config,
+        ret = run_job(hydra_context=ctx.hydra_context, task_function=task, config=config,
                       job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
         if ret.status == JobStatus.FAILED:
             ret.return_value = failure(ret._return_value)
@@ -98,7 +101,7 @@ def execute(sweep_id: str, context_box: List[Any], sweep_config: Any, capture_ke
         os.chdir(home)
     packed = PackedJobReturn.pack(ret)
     packed.timing = JobTiming(worker_s=time.perf_counter() - start, task_s=task.seconds)
-    return packed
+    return cloudpickle.dumps(packed)
 
 
 @dataclass

@@ -1,12 +1,27 @@
-"""Resume a sweep: a configuration already FINISHED in its experiment (same config hash) need not run again."""
+"""Resume a sweep: a configuration already FINISHED (same config hash) need not run again.
+
+Asked for with ``tracking.skip_completed`` (any FINISHED run in the experiment counts). A multirun that re-runs
+the command of a sweep that lost its Ray cluster resumes it by itself: the Hydra callback tags the new sweep's
+parent run with the lost one (``RESUMES_TAG``), and a configuration FINISHED in that sweep, or in the lost attempts
+it resumed in turn, is skipped.
+"""
 from __future__ import annotations
 
-from typing import Any, Optional
+import hashlib
+import json
+from typing import Any, Dict, FrozenSet, Optional, Tuple
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from ipuexp.tracking.identity import config_hash
-from ipuexp.tracking.store import client, experiment_name, retry, tracking_uri
+from ipuexp.tracking.store import client, experiment_name, launch_dir, retry, tracking_uri
+from ipuexp.tracking.sweep import (COMMAND_TAG, LOST_TAG, RESUMES_TAG, SweepContext, children, find_parent)
+
+COMMAND_EXCLUDED = ("runner.", "tracking.skip_completed")
+"""Overrides that leave what a sweep computes alone: where it runs (a re-run may join another cluster)."""
+
+_resumed: Dict[Tuple[str, str], FrozenSet[str]] = {}
+"""(tracking URI, sweep key) -> config hashes FINISHED in the lost sweeps it resumes; jobs of one sweep share it."""
 
 
 def completed_run(cfg: DictConfig) -> Optional[Any]:
@@ -24,5 +39,70 @@ def completed_run(cfg: DictConfig) -> Optional[Any]:
 
 
 def already_completed(cfg: DictConfig) -> bool:
-    """True when ``tracking.skip_completed`` is set and this configuration already has a FINISHED run."""
-    return bool(cfg.tracking.skip_completed) and completed_run(cfg) is not None
+    """True when this configuration need not run: ``tracking.skip_completed`` is set and it has a FINISHED run,
+    or its sweep resumes a lost one in which it finished."""
+    if not cfg.tracking.enabled:
+        return False
+    if cfg.tracking.skip_completed:
+        return completed_run(cfg) is not None
+    return config_hash(cfg) in resumed_points(cfg)
+
+
+def resumed_points(cfg: DictConfig) -> FrozenSet[str]:
+    """Config hashes FINISHED in the lost sweeps the current multirun resumes (empty unless it resumes one)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return frozenset()
+    key = SweepContext(dir=(launch_dir() / str(HydraConfig.get().sweep.dir)).resolve()).key
+    uri = tracking_uri(cfg)
+    if (uri, key) not in _resumed:
+        _resumed[(uri, key)] = _finished_in_lost(client(uri), experiment_name(cfg), key)
+    return _resumed[(uri, key)]
+
+
+def _finished_in_lost(c: Any, experiment: str, sweep_key: str) -> FrozenSet[str]:
+    exp = retry(c.get_experiment_by_name, experiment)
+    run = find_parent(c, [exp.experiment_id], sweep_key) if exp is not None else None
+    if run is None or RESUMES_TAG not in run.data.tags:
+        return frozenset()
+    hashes, seen = set(), set()
+    while run is not None and run.info.run_id not in seen:  # this sweep, the one it resumes, and so on
+        seen.add(run.info.run_id)
+        hashes.update(r.data.tags.get("config_hash") for r in
+                      children(c, exp.experiment_id, run.info.run_id, "FINISHED", limit=50000))
+        previous = run.data.tags.get(RESUMES_TAG)
+        run = retry(c.get_run, previous) if previous and previous not in seen else None
+    hashes.discard(None)
+    return frozenset(hashes)
+
+
+def command_key(config: DictConfig) -> str:
+    """What a multirun's command computes: its task overrides (less ``COMMAND_EXCLUDED``) and the sweeper's
+    parameters, hashed. Two runs of one command line have the same key."""
+    overrides = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=[])]
+    kept = sorted(o for o in overrides if not o.split("=", 1)[0].lstrip("+~").startswith(COMMAND_EXCLUDED))
+    params = OmegaConf.select(config, "hydra.sweeper.params", default=None)
+    blob = json.dumps({"overrides": kept, "params": OmegaConf.to_container(params) if params is not None else None},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def lost_attempt(c: Any, experiment_id: str, key: str) -> Optional[Any]:
+    """The parent run of the latest sweep of command ``key`` when that sweep lost its Ray cluster, else None."""
+    runs = retry(c.search_runs, [experiment_id], filter_string=f"tags.{COMMAND_TAG} = '{key}'", max_results=1,
+                 order_by=["attributes.start_time DESC"])
+    return runs[0] if runs and LOST_TAG in runs[0].data.tags else None
+
+
+def mark_attempt(c: Any, parent_id: str, key: str, lost: Optional[Any]) -> None:
+    """Tag a sweep's parent run with its command and, when it re-runs a lost sweep, with that sweep; a parent
+    re-opened in place (same sweep folder) forgets its own loss, and keeps the lost sweep it already resumes."""
+    tags = retry(c.get_run, parent_id).data.tags
+    retry(c.set_tag, parent_id, COMMAND_TAG, key)
+    for stale in (LOST_TAG, "error"):
+        if stale in tags:
+            retry(c.delete_tag, parent_id, stale)
+    if lost is not None and not (lost.info.run_id == parent_id and RESUMES_TAG in tags):
+        retry(c.set_tag, parent_id, RESUMES_TAG, lost.info.run_id)

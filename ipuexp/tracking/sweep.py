@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from ipuexp.tracking.identity import clip_tag
 from ipuexp.tracking.store import file_lock, retry
 
 SWEEP_KEY_TAG = "sweep_key"
@@ -24,6 +25,13 @@ NAME_EXCLUDED = ("recipe", "tracking", "runner", "hydra")
 MAX_RUN_NAME = 250
 """Length of MLflow's ``runs.name`` column."""
 LOCK_NAME = ".mlflow-sweep.lock"
+LOST_TAG = "sweep_lost"
+"""Tag of a parent run whose sweep lost its Ray cluster: the run stays FAILED, and a re-run of the same command
+resumes the sweep."""
+COMMAND_TAG = "sweep_command"
+"""Tag of a parent run: hash of what the sweep's command computes (``ipuexp.tracking.resume.command_key``)."""
+RESUMES_TAG = "resumes"
+"""Tag of a parent run that resumes a lost sweep: that sweep's parent run id (its own when re-run in place)."""
 
 
 @dataclass
@@ -128,23 +136,32 @@ def open_parent(client: Any, experiment_id: str, sweep: SweepContext, tags: Dict
 
 
 def close_parent(client: Any, experiment_id: str, parent_id: str, sweep: SweepContext,
-                 orphans_to: Optional[str] = None) -> None:
+                 orphans_to: Optional[str] = None, lost: Optional[str] = None) -> None:
     """Give the parent its children's outcome once none is RUNNING.
 
     ``orphans_to`` (e.g. KILLED), used once the whole sweep is over, first ends children still marked RUNNING:
-    their processes are gone, so that status is stale.
+    their processes are gone, so that status is stale. ``lost`` (the sweep lost its Ray cluster: what was lost)
+    becomes the ``error`` tag of those children and of the parent, which is FAILED whatever its children say;
+    a job that outlived the loss long enough to close the parent again leaves it so.
     """
     with file_lock(sweep.dir / LOCK_NAME):
         if orphans_to:
             for run in children(client, experiment_id, parent_id, "RUNNING", limit=50000):
+                if lost:
+                    retry(client.set_tag, run.info.run_id, "error", clip_tag(lost))
                 retry(client.set_terminated, run.info.run_id, status=orphans_to)
-        if children(client, experiment_id, parent_id, "RUNNING", limit=1):
+        if lost:
+            retry(client.set_tag, parent_id, "error", clip_tag(lost))
+            retry(client.set_tag, parent_id, LOST_TAG, "true")
+        elif children(client, experiment_id, parent_id, "RUNNING", limit=1):
             return
         status = "FINISHED"
         for bad in ("FAILED", "KILLED"):
             if children(client, experiment_id, parent_id, bad, limit=1):
                 status = bad
                 break
+        if lost or LOST_TAG in retry(client.get_run, parent_id).data.tags:
+            status = "FAILED"
         retry(client.set_terminated, parent_id, status=status)
 
 

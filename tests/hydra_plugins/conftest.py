@@ -27,6 +27,9 @@ def ray_cluster() -> Iterator[str]:
     try:
         yield address
     finally:
+        from ipuexp.runner import driver
+
+        driver.stop()  # the launcher's driver process joined this Ray
         if previous is None:
             os.environ.pop("RAY_ADDRESS", None)
         else:

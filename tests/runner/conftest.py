@@ -1,7 +1,7 @@
 """Helpers for the runner tests: run Hydra multiruns in this process through the ``ray`` launcher.
 
-The launcher starts its own local Ray (2 CPUs, 100 MB object store) on first use; the module fixture shuts it
-down, so no test leaves Ray running.
+The launcher's driver process starts its own local Ray (2 CPUs, 100 MB object store) on first use; the module
+fixture stops it, so no test leaves Ray running.
 """
 from __future__ import annotations
 
@@ -31,10 +31,10 @@ def _restore_hydra(_ipuexp_configs: None, hydra_restore_singletons: None) -> Ite
 
 @pytest.fixture(scope="module")
 def own_ray() -> Iterator[None]:
-    """No Ray before the module's tests; the launcher starts one; none left after."""
+    """No Ray before the module's tests; the launcher's driver process starts one; none left after."""
     import ray
 
-    from ipuexp.runner import cluster
+    from ipuexp.runner import cluster, driver
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     previous = os.environ.pop("RAY_ADDRESS", None)  # a local Ray of the launcher's own, not somebody's cluster
@@ -43,6 +43,7 @@ def own_ray() -> Iterator[None]:
     try:
         yield
     finally:
+        driver.stop()
         cluster.shutdown(only_own=False)
         if previous is not None:
             os.environ["RAY_ADDRESS"] = previous

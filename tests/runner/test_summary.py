@@ -6,7 +6,7 @@ from typing import Any, List, Optional
 import pytest
 from hydra.core.utils import JobReturn, JobStatus
 
-from ipuexp.result import IPUMemory, MemoryFigures, ModelFigures, Result, ThroughputFigures
+from ipuexp.result import IPUMemory, MemoryFigures, ModelFigures, Result, Skipped, ThroughputFigures
 from ipuexp.runner import summary
 from ipuexp.runner.errors import JobFailedError
 
@@ -43,7 +43,7 @@ def outcomes() -> List[summary.Outcome]:
 def test_classify(outcomes: List[summary.Outcome]) -> None:
     assert [o.status for o in outcomes] == [summary.DONE, summary.OOM, summary.FAILED, summary.DONE]
     assert outcomes[2].error == "ValueError: bad" and outcomes[2].log_file == "/x/3/job.log"
-    assert summary.counts(outcomes) == {summary.DONE: 2, summary.FAILED: 1, summary.OOM: 1}
+    assert summary.counts(outcomes) == {summary.DONE: 2, summary.FAILED: 1, summary.OOM: 1, summary.SKIPPED: 0}
 
 
 def test_order_and_best(outcomes: List[summary.Outcome]) -> None:
@@ -74,3 +74,13 @@ def test_plain_return_values(capsys: pytest.CaptureFixture) -> None:
     summary.print_summary(outs)
     out = capsys.readouterr().out
     assert "2 done, 0 failed, 0 out of memory" in out and "{'a': 1}" in out and "samples/s" not in out
+
+
+def test_skipped_points_say_so(outcomes: List[summary.Outcome], capsys: pytest.CaptureFixture) -> None:
+    """A point whose configuration had run before (a resumed sweep) is neither done nor failed."""
+    skipped = summary.classify(4, _ret(["+recipe=r", "options.gradient_accumulation=5"], Skipped()))
+    assert skipped.status == summary.SKIPPED
+    assert summary.line(skipped) == "skipped: already has a FINISHED run in MLflow"
+    assert [o.idx for o in summary.ordered(outcomes + [skipped])] == [1, 3, 0, 4, 2]  # before the failures
+    summary.print_summary(outcomes + [skipped], title="Sweep s")
+    assert "Sweep s: 2 done, 1 failed, 1 out of memory, 1 skipped" in capsys.readouterr().out

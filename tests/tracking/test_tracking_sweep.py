@@ -128,3 +128,97 @@ def test_children_left_running_are_killed_when_the_sweep_is_over(make_cfg, db_ur
     close_parent(c, exp, parent, sweep, orphans_to="KILLED")
     assert c.get_run(orphan).info.status == "KILLED"
     assert c.get_run(parent).info.status == "KILLED"
+
+
+def _multirun_config(db_uri: str, sweep_dir: Path, *task: str):
+    from omegaconf import open_dict
+
+    from ipuexp.config.compose import compose_config
+
+    config = compose_config([f"tracking.uri={db_uri}", "tracking.experiment=test"], return_hydra_config=True)
+    with open_dict(config):
+        config.hydra.mode = "MULTIRUN"
+        config.hydra.sweep.dir = str(sweep_dir)
+        config.hydra.overrides.task = list(task)
+    return config
+
+
+def test_a_sweep_that_lost_its_cluster_is_failed_and_the_same_command_resumes_it(
+        make_cfg, make_result, db_uri, tmp_path: Path, hydra_restore_singletons):
+    from hydra.core.hydra_config import HydraConfig
+
+    from ipuexp.runner.loss import ClusterLoss
+    from ipuexp.tracking.hydra_callback import SweepTracking
+    from ipuexp.tracking.resume import already_completed, command_key
+    from ipuexp.tracking.sweep import LOST_TAG, RESUMES_TAG, find_parent
+
+    swept = "options.gradient_accumulation=1,2,4"
+    first = _multirun_config(db_uri, tmp_path / "s1", swept, "runner.ray.address=head-a:6379")
+    SweepTracking().on_multirun_start(first)
+    c = MlflowClient(db_uri)
+    exp = c.get_experiment_by_name("test").experiment_id
+    s1 = SweepContext(dir=(tmp_path / "s1").resolve(), swept_keys=["options.gradient_accumulation"])
+    for ga in (1, 2):
+        with track_job(make_cfg(f"options.gradient_accumulation={ga}"), sweep=s1) as run:
+            run.log_result(make_result())
+    parent = find_parent(c, [exp], s1.key).info.run_id
+    cut = c.create_run(exp, tags={"mlflow.parentRunId": parent}).info.run_id  # its worker died with the node
+
+    loss = ClusterLoss("Ray cluster at head-a:6379", "the raylet on head-a died", total=3, finished=2)
+    SweepTracking().on_multirun_end(first, cluster_lost=loss)
+    assert c.get_run(cut).info.status == "FAILED"
+    assert c.get_run(cut).data.tags["error"] == "Ray cluster at head-a:6379 was lost mid-sweep (the raylet on " \
+                                              "head-a died)"
+    lost = c.get_run(parent)
+    assert lost.info.status == "FAILED" and lost.data.tags[LOST_TAG] == "true"
+    assert loss.message == ("ipuexp: Ray cluster at head-a:6379 was lost mid-sweep (the raylet on head-a died): 2 of "
+                            "3 points finished, 1 did not; re-run the same command to run only the points that did "
+                            "not finish")
+    close_parent(c, exp, parent, s1)  # a job that outlived the loss ends: the sweep stays FAILED
+    assert c.get_run(parent).info.status == "FAILED"
+
+    # The same command on the cluster restarted elsewhere: where it runs is not what it computes.
+    second = _multirun_config(db_uri, tmp_path / "s2", swept, "runner.ray.address=head-b:6379")
+    assert command_key(second) == command_key(first)
+    SweepTracking().on_multirun_start(second)
+    resumed = find_parent(c, [exp], SweepContext(dir=(tmp_path / "s2").resolve()).key)
+    assert resumed.data.tags[RESUMES_TAG] == parent
+    HydraConfig.instance().set_config(second)  # as in a job of the second sweep
+    assert already_completed(make_cfg("options.gradient_accumulation=1"))
+    assert already_completed(make_cfg("options.gradient_accumulation=2"))
+    assert not already_completed(make_cfg("options.gradient_accumulation=4"))  # it was cut short
+    SweepTracking().on_multirun_end(second)
+    assert c.get_run(resumed.info.run_id).info.status == "FINISHED"
+
+    # Once the command has completed, running it again runs everything again; another command never resumes.
+    third = _multirun_config(db_uri, tmp_path / "s3", swept)
+    SweepTracking().on_multirun_start(third)
+    assert RESUMES_TAG not in find_parent(c, [exp], SweepContext(dir=(tmp_path / "s3").resolve()).key).data.tags
+    assert command_key(_multirun_config(db_uri, tmp_path / "s4", "options.gradient_accumulation=1,2")) != \
+        command_key(first)
+
+
+def test_a_lost_sweep_re_run_in_its_own_folder_resumes_itself(make_cfg, make_result, db_uri, tmp_path: Path,
+                                                              hydra_restore_singletons):
+    from hydra.core.hydra_config import HydraConfig
+
+    from ipuexp.runner.loss import ClusterLoss
+    from ipuexp.tracking.hydra_callback import SweepTracking
+    from ipuexp.tracking.resume import already_completed
+    from ipuexp.tracking.sweep import LOST_TAG, RESUMES_TAG, find_parent
+
+    config = _multirun_config(db_uri, tmp_path / "s", "options.gradient_accumulation=1,2")
+    SweepTracking().on_multirun_start(config)
+    sweep = SweepContext(dir=(tmp_path / "s").resolve())
+    with track_job(make_cfg("options.gradient_accumulation=1"), sweep=sweep) as run:
+        run.log_result(make_result())
+    SweepTracking().on_multirun_end(config, cluster_lost=ClusterLoss("the sweep's local Ray", "x", 2, 1))
+    c = MlflowClient(db_uri)
+    exp = c.get_experiment_by_name("test").experiment_id
+    SweepTracking().on_multirun_start(config)  # hydra.sweep.dir given on the command line: the same parent run
+    parent = find_parent(c, [exp], sweep.key)
+    assert parent.info.status == "RUNNING" and parent.data.tags[RESUMES_TAG] == parent.info.run_id
+    assert LOST_TAG not in parent.data.tags and "error" not in parent.data.tags
+    HydraConfig.instance().set_config(config)
+    assert already_completed(make_cfg("options.gradient_accumulation=1"))
+    assert not already_completed(make_cfg("options.gradient_accumulation=2"))
