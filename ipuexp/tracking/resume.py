@@ -6,7 +6,7 @@ from typing import Any, Optional
 from omegaconf import DictConfig
 
 from ipuexp.tracking.identity import config_hash
-from ipuexp.tracking.store import client, experiment_name, retry, tracking_uri
+from ipuexp.tracking.store import client, experiment_name, find_experiment, retry, tracking_uri
 
 
 def completed_run(cfg: DictConfig) -> Optional[Any]:
@@ -15,10 +15,10 @@ def completed_run(cfg: DictConfig) -> Optional[Any]:
         return None
     uri = tracking_uri(cfg)
     c = client(uri)
-    exp = retry(c.get_experiment_by_name, experiment_name(cfg))
-    if exp is None:
+    exp_id = find_experiment(c, experiment_name(cfg), uri)
+    if exp_id is None:
         return None
-    runs = retry(c.search_runs, [exp.experiment_id], max_results=1, order_by=["attributes.start_time DESC"],
+    runs = retry(c.search_runs, [exp_id], max_results=1, order_by=["attributes.start_time DESC"],
                  filter_string=f"tags.config_hash = '{config_hash(cfg)}' and attributes.status = 'FINISHED'")
     return runs[0] if runs else None
 
