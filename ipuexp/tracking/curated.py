@@ -26,7 +26,6 @@ GROUP_NAMES: Dict[str, Callable[[Mapping[str, Any]], str]] = {
 }
 """Config groups logged by name (``ipu=mk2``) rather than by their many fields."""
 METRICS = {
-    "fits": "1 when every tile of every IPU holds its data (also the run's ``fits`` tag)",
     "throughput_samples_per_s": "predicted samples per second of the whole system",
     "step_time_s": "predicted time of one weight update",
     "mfu": "model FLOPs utilisation: throughput over what the IPUs' peak FLOPs allow",
@@ -34,12 +33,14 @@ METRICS = {
     "ipu_headroom_bytes": "free memory of the fullest IPU (capacity minus its peak)",
     "peak_tile_memory_bytes": "memory of the fullest tile",
     "tile_headroom_bytes": "free memory of the fullest tile; negative when it overflows",
+    "fits": "1 when every tile of every IPU holds its data (also the run's ``fits`` tag)",
     "measured_samples_per_s": "functional runs: samples per second measured on the host",
     "final_loss": "functional runs: training loss at the last step",
     "test_accuracy": "functional runs: accuracy on the held-out split",
 }
-"""Every metric a run's result may give, and what it means. A figure the result lacks is not logged: analytic runs
-have no ``measured_samples_per_s``. A prediction error band joins as one more group in :func:`metrics` (and its
+"""Every metric a run's result may give, what it means, and the order it is logged in: the store keeps that order,
+and MLflow's run comparison plots the first metric the runs share against their swept parameters (throughput).
+A figure the result lacks is not logged: analytic runs have no ``measured_samples_per_s``. A prediction error band joins as one more group in :func:`metrics` (and its
 names here) once :class:`~ipuexp.result.Result` carries one."""
 
 
@@ -77,7 +78,7 @@ def metrics(result: Result, tile_memory_bytes: Optional[int] = None) -> Dict[str
     """The result's headline figures; ``tile_memory_bytes`` (the ``ipu.memory_per_tile_bytes`` option) gives the
     tile headroom."""
     out: Dict[str, float] = {}
-    for group in (_outcome, _throughput, _memory, _functional):
+    for group in (_throughput, _memory, _outcome, _functional):
         out.update(group(result, tile_memory_bytes))
     return out
 
