@@ -57,7 +57,7 @@ class TrackedRun:
     """The MLflow run of one job; what it logs is buffered until :meth:`flush` or :meth:`end`."""
 
     def __init__(self, mlflow_client: Any, run_id: str, artifact_repo: Callable[[], Any],
-                 params: Optional[Mapping[str, str]] = None, config_yaml: Callable[[], str] = lambda: "",
+                 params: Optional[Mapping[str, str]] = None, config_yaml: Optional[Callable[[], str]] = None,
                  tile_memory_bytes: Optional[int] = None):
         from mlflow.entities import Param
 
@@ -125,8 +125,8 @@ class TrackedRun:
                 texts["error.txt"] = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         try:
             self.flush()
-            if not any(p.name == "config.yaml" and a is None for p, a in self._files):
-                texts["config.yaml"] = self._config_yaml()
+            if self._config_yaml and not any(p.name == "config.yaml" and a is None for p, a in self._files):
+                texts["config.yaml"] = self._config_yaml()  # the job did not write its own
             self._copy_files(texts)
         finally:
             retry(self.client.set_terminated, self.run_id, status=status)
