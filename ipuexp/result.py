@@ -1,7 +1,8 @@
 """The one definition of every output name.
 
-``result.json``, MLflow metrics and the console table are all rendered from :class:`Result`; a figure gets its
-name here and nowhere else.
+``result.json`` and the console table are rendered from :class:`Result`; a figure gets its name here and nowhere
+else. MLflow records the headline figures :mod:`ipuexp.tracking.curated` picks from it, under names short enough
+to compare runs by.
 """
 from __future__ import annotations
 
@@ -94,27 +95,6 @@ class Result:
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
-
-    def metrics(self) -> Dict[str, float]:
-        """Flattened numeric figures (``memory.ipus.0.total_bytes`` style keys) for MLflow."""
-        out: Dict[str, float] = {}
-        _flatten(self.to_dict(), "", out)
-        return out
-
-
-def _flatten(value: Any, prefix: str, out: Dict[str, float]) -> None:
-    if isinstance(value, bool):
-        out[prefix] = float(value)
-    elif isinstance(value, (int, float)):
-        out[prefix] = float(value)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            if k in ("artifacts", "report"):
-                continue
-            _flatten(v, f"{prefix}.{k}" if prefix else str(k), out)
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            _flatten(v, f"{prefix}.{i}", out)
 
 
 @dataclass

@@ -61,9 +61,15 @@ def test_main_job_is_tracked_in_default_store(bert_large_run):
     run = runs[0]
     assert run.info.status == "FINISHED"
     assert run.data.params["options.gradient_accumulation"] == "2048"
-    assert run.data.params["options.pipeline.layers_per_ipu"] == "[3, 7, 7, 7]"
-    assert run.data.metrics["model.parameters"] == pytest.approx(336.2e6, rel=0.01)
-    assert "model.flops_per_sample" in run.data.metrics
+    assert run.data.params["model"] == "bert_large" and run.data.params["system"] == "pod16"
+    result = json.loads((cwd / "run" / "result.json").read_text())
+    assert run.data.metrics["throughput_samples_per_s"] == pytest.approx(result["throughput"]["samples_per_s"])
+    assert run.data.metrics["fits"] == 1.0
+    # the rest of the result, and the whole config, are the run's artifacts
+    assert "model.parameters" not in run.data.metrics and "options.pipeline.layers_per_ipu" not in run.data.params
+    assert {"result.json", "config.yaml"} <= {a.path for a in client.list_artifacts(run.info.run_id)}
+    back = json.loads(Path(client.download_artifacts(run.info.run_id, "result.json", str(cwd / "back"))).read_text())
+    assert back["model"]["parameters"] == pytest.approx(336.2e6, rel=0.01)
 
 
 @pytest.mark.parametrize("override, key", [

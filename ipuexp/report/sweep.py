@@ -1,20 +1,20 @@
 """A sweep read back from MLflow: one row per configuration, the options that vary, the throughput-memory front.
 
-Metric names are the ones :meth:`ipuexp.result.Result.metrics` gives MLflow: ``throughput.samples_per_s``,
-``memory.ipus.<i>.total_bytes`` and ``fits``.
+Metric names are the ones :mod:`ipuexp.tracking.curated` gives MLflow: ``throughput_samples_per_s``,
+``peak_ipu_memory_bytes``, ``ipu_headroom_bytes`` and ``fits``.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-THROUGHPUT = "throughput.samples_per_s"
-FUNCTIONAL_THROUGHPUT = "functional.samples_per_s"
+THROUGHPUT = "throughput_samples_per_s"
+FUNCTIONAL_THROUGHPUT = "measured_samples_per_s"
 """Measured throughput of a functional run, used where the analytic figure is absent."""
-IPU_MEMORY = re.compile(r"^memory\.ipus\.(\d+)\.total_bytes$")
-IPU_CAPACITY = "memory.ipus.0.capacity_bytes"
+PEAK_MEMORY = "peak_ipu_memory_bytes"
+HEADROOM = "ipu_headroom_bytes"
+"""Free memory of the fullest IPU: with its peak, the capacity of one IPU."""
 NOT_OPTIONS = ("tracking.", "runner.", "hydra.", "engine.cache_dir")
 """Parameters that vary between runs without changing what they compute: never an axis of the report."""
 
@@ -31,7 +31,7 @@ class Point:
     name: str
     """MLflow run name (the swept values)."""
     params: Dict[str, str]
-    """The run's parameters: the flattened resolved config."""
+    """The run's parameters: its key options and swept keys."""
     throughput: Optional[float]
     """Samples per second (analytic, else measured)."""
     peak_memory: Optional[float]
@@ -83,7 +83,8 @@ def load(uri: str, experiment: str, sweep: str = "all") -> Sweep:
     if not latest:
         raise ReportError(f"experiment={experiment!r}, sweep={sweep!r}: no FINISHED job runs to report")
     points = [_point(r) for r in sorted(latest.values(), key=lambda r: r.info.start_time)]
-    capacities = [r.data.metrics[IPU_CAPACITY] for r in latest.values() if IPU_CAPACITY in r.data.metrics]
+    capacities = [r.data.metrics[PEAK_MEMORY] + r.data.metrics[HEADROOM] for r in latest.values()
+                  if PEAK_MEMORY in r.data.metrics and HEADROOM in r.data.metrics]
     return Sweep(experiment=experiment, points=points, options=varying_options(points),
                  capacity=max(capacities) if capacities else None)
 
@@ -103,7 +104,6 @@ def _search_all(c: Any, experiment_id: str, filter_string: str) -> List[Any]:
 
 def _point(run: Any) -> Point:
     m = run.data.metrics
-    memory = [v for k, v in m.items() if IPU_MEMORY.match(k)]
     throughput = m.get(THROUGHPUT, m.get(FUNCTIONAL_THROUGHPUT))
     fits: Optional[bool] = None
     if "fits" in m:
@@ -111,7 +111,7 @@ def _point(run: Any) -> Point:
     elif run.data.tags.get("fits") in ("true", "false"):
         fits = run.data.tags["fits"] == "true"
     return Point(run_id=run.info.run_id, name=run.info.run_name or run.info.run_id[:8], params=dict(run.data.params),
-                 throughput=throughput, peak_memory=max(memory) if memory else None, fits=fits,
+                 throughput=throughput, peak_memory=m.get(PEAK_MEMORY), fits=fits,
                  start_time=run.info.start_time)
 
 

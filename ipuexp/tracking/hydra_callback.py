@@ -1,10 +1,12 @@
 """Hydra callback: the sweep's parent run is opened by the driver before any job starts and closed after all end.
 
 Enabled in ``conf/config.yaml`` under ``hydra.callbacks``. Jobs work without it (they find or create the parent
-under a lock in the sweep directory); with it the parent also exists before jobs on other hosts look for it, and
-a child whose process died without a word (SIGKILL, a lost node) is marked KILLED when the sweep is over. When the
-``ray`` launcher reports that the sweep lost its Ray cluster, the runs it cut short and the parent are FAILED with
-the loss as their error, and a re-run of the same command resumes the sweep (``ipuexp.tracking.resume``).
+under a lock in the sweep directory and close it as they end); with it the parent also exists before jobs on other
+hosts look for it, jobs find it once per worker process and leave closing it to the driver, and a child whose
+process died without a word (SIGKILL, a lost node) is marked KILLED when the sweep is over, or when the driver
+itself exits early (Ctrl-C). When the ``ray`` launcher reports that the sweep lost its Ray cluster, the runs it cut
+short and the parent are FAILED with the loss as their error, and a re-run of the same command resumes the sweep
+(``ipuexp.tracking.resume``). At the end it logs where to compare the sweep's runs in the MLflow UI.
 """
 from __future__ import annotations
 
@@ -27,40 +29,51 @@ class SweepTracking(Callback):
         ctx = self._context(config)
         if ctx is None:
             return
+        from ipuexp.tracking import safety
         from ipuexp.tracking.identity import job_tags
         from ipuexp.tracking.resume import command_key, lost_attempt, mark_attempt
         from ipuexp.tracking.runs import PARENT_TAGS
         from ipuexp.tracking.store import client, experiment_id, experiment_name, tracking_uri
-        from ipuexp.tracking.sweep import open_parent
+        from ipuexp.tracking.sweep import open_parent, release_parent
 
         ctx.dir.mkdir(parents=True, exist_ok=True)
         uri = tracking_uri(config)
         c = client(uri)
-        tags = job_tags(_task_config(config))
         exp = experiment_id(c, experiment_name(config), uri)
+        tags = job_tags(_task_config(config))
         key = command_key(config)
         lost = lost_attempt(c, exp, key)
-        parent_id = open_parent(c, exp, ctx, {k: tags[k] for k in PARENT_TAGS if k in tags})
-        mark_attempt(c, parent_id, key, lost)
+        parent = open_parent(c, exp, ctx, {k: tags[k] for k in PARENT_TAGS if k in tags}, driver=True)
+        mark_attempt(c, parent, key, lost)
         if lost is not None:
             log.info(f"Resuming the sweep that lost its Ray cluster (MLflow run {lost.info.run_id}): the points that "
                      "finished there are skipped")
+        # An early exit of the driver skips on_multirun_end: its atexit net ends the parent and its stale children.
+        safety.register(parent, lambda status: release_parent(c, exp, parent, ctx, orphans_to=status))
 
     def on_multirun_end(self, config: DictConfig, cluster_lost: Optional[Any] = None, **kwargs: Any) -> None:
         """Close the sweep's runs; ``cluster_lost`` (``ipuexp.runner.loss.ClusterLoss``) when its cluster went away."""
         ctx = self._context(config, need_fixed_experiment=False)
         if ctx is None:
             return
+        from ipuexp.tracking import safety
         from ipuexp.tracking.store import client, retry, tracking_uri
-        from ipuexp.tracking.sweep import close_parent, find_parent
+        from ipuexp.tracking.sweep import DRIVER_TAG, close_parent, find_parent, release_parent
 
         lost = cluster_lost.cause if cluster_lost is not None else None
-        c = client(tracking_uri(config))
+        orphans_to = "FAILED" if lost else "KILLED"
+        uri = tracking_uri(config)
+        c = client(uri)
         for exp in retry(c.search_experiments):
             parent = find_parent(c, [exp.experiment_id], ctx.key)
-            if parent is not None:
-                close_parent(c, exp.experiment_id, parent.info.run_id, ctx, orphans_to="FAILED" if lost else "KILLED",
-                             lost=lost)
+            if parent is None:
+                continue
+            if DRIVER_TAG in parent.data.tags:
+                release_parent(c, exp.experiment_id, parent.info.run_id, ctx, orphans_to=orphans_to, lost=lost)
+            else:  # jobs opened it (their experiment was swept): they closed it, save for the silent deaths
+                close_parent(c, exp.experiment_id, parent.info.run_id, ctx, orphans_to=orphans_to, lost=lost)
+            safety.unregister(parent.info.run_id)
+            _log_links(c, uri, exp, parent.info.run_id)
         if cluster_lost is not None:  # the parent was tagged with its command when the sweep started
             cluster_lost.resume = ("re-run the same command to run only the points that did not finish"
                                    if self._context(config) is not None else "re-run the same command with "
@@ -69,16 +82,35 @@ class SweepTracking(Callback):
     @staticmethod
     def _context(config: DictConfig, need_fixed_experiment: bool = True) -> Optional[Any]:
         from ipuexp.tracking.store import launch_dir
-        from ipuexp.tracking.sweep import SweepContext, swept_keys
+        from ipuexp.tracking.sweep import SweepContext, swept_keys, sweep_definition
 
         if not OmegaConf.select(config, "tracking.enabled", default=False):
             return None
-        overrides: List[str] = list(OmegaConf.select(config, "hydra.overrides.task", default=[]))
+        overrides = sweep_definition(OmegaConf.select(config, "hydra.overrides.task", default=[]),
+                                     OmegaConf.select(config, "hydra.sweeper.params", default=None))
         swept = swept_keys(overrides)
         if need_fixed_experiment and any(k.split(".")[0] in EXPERIMENT_KEYS for k in swept):
             return None
         sweep_dir = (launch_dir() / str(config.hydra.sweep.dir)).resolve()
         return SweepContext(dir=sweep_dir, sweep_overrides=overrides, swept_keys=swept)
+
+
+def _log_links(c: Any, uri: str, exp: Any, parent_id: str) -> None:
+    """Where the MLflow UI shows the sweep: its runs side by side, and the experiment's runs table."""
+    from ipuexp.tracking.links import compare_url, experiment_url, serve_hint, ui_base
+    from ipuexp.tracking.sweep import children
+
+    base = ui_base(uri)
+    if base is None:
+        return
+    runs: List[Any] = sorted(children(c, exp.experiment_id, parent_id, None, limit=50000),
+                             key=lambda r: r.info.start_time)
+    hint = serve_hint(uri)
+    log.info(f"MLflow experiment {exp.name!r}: {experiment_url(base, exp.experiment_id)}"
+             + (f" (serve it with: {hint})" if hint else ""))
+    if runs:
+        log.info(f"Compare the sweep's {len(runs)} runs: "
+                 f"{compare_url(base, exp.experiment_id, [r.info.run_id for r in runs])}")
 
 
 def _task_config(config: DictConfig) -> DictConfig:

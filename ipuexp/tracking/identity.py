@@ -1,59 +1,51 @@
-"""What a run is: its parameters (the flattened resolved config), its config hash and its descriptive tags."""
+"""What a run is: its config hash and its descriptive tags (its parameters: :mod:`ipuexp.tracking.curated`)."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from omegaconf import DictConfig, OmegaConf
 
-MAX_PARAM_VALUE = 6000
-"""MLflow's ``MAX_PARAM_VAL_LENGTH`` (mlflow/utils/validation.py); longer values are rejected by the store."""
 MAX_TAG_VALUE = 8000
 """MLflow's ``MAX_TAG_VAL_LENGTH``."""
-MAX_KEY = 250
-"""MLflow's ``MAX_ENTITY_KEY_LENGTH``."""
 HASH_EXCLUDED = ("tracking", "runner", "hydra")
 """Top-level keys that say where and how a job is recorded or scheduled, not what it computes."""
 HASH_EXCLUDED_PATHS = (("engine", "cache_dir"),)
 """Nested keys with the same property: where graph captures are cached changes no figure."""
 
 
-def resolved(cfg: DictConfig) -> Dict[str, Any]:
-    """The config as plain containers, interpolations resolved and enums as their names."""
-    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)  # type: ignore[return-value]
+def resolved(cfg: Union[DictConfig, Mapping[str, Any]]) -> Dict[str, Any]:
+    """The config as plain containers, interpolations resolved and enums as their names (a dict passes as is)."""
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)  # type: ignore[return-value]
+    return dict(cfg)
 
 
-def flatten(cfg: DictConfig) -> Dict[str, str]:
-    """``{"options.io.num_io_tiles": "32", ...}``: every leaf of the resolved config; lists stay one value."""
-    out: Dict[str, str] = {}
-
-    def walk(node: Any, prefix: str) -> None:
-        if isinstance(node, dict) and node:
-            for k, v in node.items():
-                walk(v, f"{prefix}.{k}" if prefix else str(k))
-        else:
-            value = json.dumps(node) if isinstance(node, (list, dict)) else str(node)
-            out[prefix[:MAX_KEY]] = value if len(value) <= MAX_PARAM_VALUE else value[:MAX_PARAM_VALUE - 3] + "..."
-
-    walk(resolved(cfg), "")
-    return out
-
-
-def config_hash(cfg: DictConfig) -> str:
+def config_hash(cfg: Union[DictConfig, Mapping[str, Any]]) -> str:
     """A stable short sha256 of what the job computes: the resolved config minus tracking, runner and hydra."""
     data = {k: v for k, v in resolved(cfg).items() if k not in HASH_EXCLUDED}
     for path in HASH_EXCLUDED_PATHS:
-        node = data
-        for key in path[:-1]:
-            node = node.get(key) if isinstance(node, dict) else None
-        if isinstance(node, dict):
-            node.pop(path[-1], None)
+        data = _without(data, path)
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def _without(data: Dict[str, Any], path: tuple) -> Dict[str, Any]:
+    """``data`` less the key at ``path``, copying only the dicts on the way (the caller's config is left whole)."""
+    if not isinstance(data, dict) or path[0] not in data:
+        return data
+    out = dict(data)
+    if len(path) == 1:
+        del out[path[0]]
+    else:
+        out[path[0]] = _without(data[path[0]], path[1:])
+    return out
+
+
+@functools.lru_cache(maxsize=None)
 def package_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -63,6 +55,7 @@ def package_version() -> str:
         return "unknown"
 
 
+@functools.lru_cache(maxsize=None)
 def git_commit() -> Optional[str]:
     """Commit of the checkout holding the ipuexp package, when it is one (MLflow's own git helper)."""
     from mlflow.utils.git_utils import get_git_commit
@@ -70,7 +63,7 @@ def git_commit() -> Optional[str]:
     return get_git_commit(str(Path(__file__).resolve().parents[1]))
 
 
-def job_tags(cfg: DictConfig) -> Dict[str, str]:
+def job_tags(cfg: Union[DictConfig, Mapping[str, Any]]) -> Dict[str, str]:
     """Descriptive tags of a job run (besides MLflow's user/source tags)."""
     data = resolved(cfg)
     tags = {
@@ -78,7 +71,7 @@ def job_tags(cfg: DictConfig) -> Dict[str, str]:
         "system": str(data["system"]["name"]),
         "model": f"{data['model']['name']}_{data['model']['size']}",
         "engine_mode": str(data["engine"]["mode"]),
-        "config_hash": config_hash(cfg),
+        "config_hash": config_hash(data),
         "ipuexp_version": package_version(),
     }
     if data.get("recipe"):

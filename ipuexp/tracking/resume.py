@@ -14,7 +14,7 @@ from typing import Any, Dict, FrozenSet, Optional, Tuple
 from omegaconf import DictConfig, OmegaConf
 
 from ipuexp.tracking.identity import config_hash
-from ipuexp.tracking.store import client, experiment_name, launch_dir, retry, tracking_uri
+from ipuexp.tracking.store import client, experiment_name, find_experiment, launch_dir, retry, tracking_uri
 from ipuexp.tracking.sweep import (COMMAND_TAG, LOST_TAG, RESUMES_TAG, SweepContext, children, find_parent)
 
 COMMAND_EXCLUDED = ("runner.", "tracking.skip_completed")
@@ -30,10 +30,10 @@ def completed_run(cfg: DictConfig) -> Optional[Any]:
         return None
     uri = tracking_uri(cfg)
     c = client(uri)
-    exp = retry(c.get_experiment_by_name, experiment_name(cfg))
-    if exp is None:
+    exp_id = find_experiment(c, experiment_name(cfg), uri)
+    if exp_id is None:
         return None
-    runs = retry(c.search_runs, [exp.experiment_id], max_results=1, order_by=["attributes.start_time DESC"],
+    runs = retry(c.search_runs, [exp_id], max_results=1, order_by=["attributes.start_time DESC"],
                  filter_string=f"tags.config_hash = '{config_hash(cfg)}' and attributes.status = 'FINISHED'")
     return runs[0] if runs else None
 

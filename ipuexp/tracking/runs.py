@@ -1,27 +1,32 @@
 """One MLflow run per job: parameters, tags, metrics, artifacts and an honest final status.
 
 A job that raises is FAILED (its error text in the ``error`` tag), one interrupted (Ctrl-C, SIGTERM) is KILLED,
-an out-of-memory configuration is a FINISHED run tagged ``fits=false``. Writes are batched (MLflow's per-request
-limits) and retried on SQLite lock contention, so many jobs can share one ``mlflow.db``.
+an out-of-memory configuration is a FINISHED run tagged ``fits=false``. A job costs the store three writes: the run
+is created with its tags, its parameters, metrics and remaining tags go in one ``log_batch`` as it ends (per-step
+metrics of a long run also every ``FLUSH_EVERY_S``), then its status is set. Files are copied into the run's
+artifact location once, at the end. Writes are retried on SQLite lock contention, so many jobs can share one
+``mlflow.db``.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
+import tempfile
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Iterator, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from omegaconf import DictConfig, OmegaConf
 
 from ipuexp.result import Result
-from ipuexp.tracking import safety
-from ipuexp.tracking.identity import chunks, clip_tag, flatten, job_tags
+from ipuexp.tracking import curated, safety
+from ipuexp.tracking.identity import clip_tag, job_tags, resolved
 from ipuexp.tracking.store import client, experiment_id, experiment_name, retry, tracking_uri
-from ipuexp.tracking.sweep import PARENT_TAG, SweepContext, close_parent, open_parent, run_name
+from ipuexp.tracking.sweep import PARENT_TAG, SweepContext, close_parent, job_parent, run_name, varied
 
 MAX_PARAMS_PER_BATCH = 100
-"""MLflow's ``MAX_PARAMS_TAGS_PER_BATCH`` (mlflow/utils/validation.py)."""
+"""MLflow's ``MAX_PARAMS_TAGS_PER_BATCH`` (mlflow/utils/validation.py): params, and tags, per request."""
 MAX_ENTITIES_PER_BATCH = 1000
 """MLflow's ``MAX_METRICS_PER_BATCH`` and ``MAX_ENTITIES_PER_BATCH``: metrics + params + tags in one request."""
 FLUSH_EVERY_S = 10.0
@@ -49,78 +54,110 @@ class NoRun:
 
 
 class TrackedRun:
-    """The MLflow run of one job."""
+    """The MLflow run of one job; what it logs is buffered until :meth:`flush` or :meth:`end`."""
 
-    def __init__(self, mlflow_client: Any, run_id: str):
-        self.client = mlflow_client
-        self.run_id = run_id
-        self._pending: List[Any] = []
-        self._last_flush = time.monotonic()
-
-    def log_config(self, cfg: DictConfig) -> None:
-        """Parameters (the flattened resolved config, 100 per request) and ``config.yaml``."""
+    def __init__(self, mlflow_client: Any, run_id: str, artifact_repo: Callable[[], Any],
+                 params: Optional[Mapping[str, str]] = None, config_yaml: Optional[Callable[[], str]] = None,
+                 tile_memory_bytes: Optional[int] = None):
         from mlflow.entities import Param
 
-        params = [Param(k, v) for k, v in flatten(cfg).items()]
-        for batch in chunks(params, MAX_PARAMS_PER_BATCH):
-            retry(self.client.log_batch, self.run_id, params=batch)
-        self.client.log_text(self.run_id, OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
+        self.client = mlflow_client
+        self.run_id = run_id
+        self._repo = artifact_repo
+        self._params = [Param(k, v) for k, v in (params or {}).items()]
+        self._metrics: List[Any] = []
+        self._tags: List[Any] = []
+        self._files: List[Tuple[Path, Optional[str]]] = []
+        self._config_yaml = config_yaml
+        self._tile_memory_bytes = tile_memory_bytes
+        self._last_flush = time.monotonic()
 
     def log_step_metrics(self, step: int, values: Mapping[str, float]) -> None:
-        """Metrics of one training step (e.g. loss, accuracy); buffered, sent every ``FLUSH_EVERY_S``."""
+        """Metrics of one training step (e.g. loss, accuracy); sent every ``FLUSH_EVERY_S`` and at the end."""
         from mlflow.entities import Metric
 
         ts = int(time.time() * 1000)
-        self._pending.extend(Metric(k, float(v), ts, int(step)) for k, v in values.items())
-        if len(self._pending) >= MAX_ENTITIES_PER_BATCH or time.monotonic() - self._last_flush >= FLUSH_EVERY_S:
+        self._metrics.extend(Metric(k, float(v), ts, int(step)) for k, v in values.items())
+        if len(self._metrics) >= MAX_ENTITIES_PER_BATCH or time.monotonic() - self._last_flush >= FLUSH_EVERY_S:
             self.flush()
 
     def log_result(self, result: Result) -> None:
-        """Every numeric figure of the result, the ``fits`` tag, and the config, result, chart and trace files
-        among ``result.artifacts`` (model checkpoints stay in the job's folder)."""
+        """The result's headline figures (:mod:`ipuexp.tracking.curated`), the ``fits`` tag, and the config,
+        result, chart and trace files among ``result.artifacts`` (model checkpoints stay in the job's folder)."""
         from mlflow.entities import Metric, RunTag
 
         ts = int(time.time() * 1000)
-        self._pending.extend(Metric(k, v, ts, 0) for k, v in result.metrics().items())
-        tags = [RunTag("fits", str(result.fits).lower())] if result.fits is not None else []
-        self.flush(tags)
+        figures = curated.metrics(result, self._tile_memory_bytes)
+        self._metrics.extend(Metric(k, float(v), ts, 0) for k, v in figures.items())
+        if result.fits is not None:
+            self._tags.append(RunTag("fits", str(result.fits).lower()))
         for path in result.artifacts.values():
             if Path(path).is_file() and path.lower().endswith(ARTIFACT_SUFFIXES):
                 self.log_artifact(path)
 
     def log_artifact(self, path: str, artifact_path: Optional[str] = None) -> None:
-        """A file, or a folder's contents under ``artifact_path``."""
+        """A file, or a folder's contents under ``artifact_path``; copied when the run ends."""
         p = Path(path)
-        if p.is_dir():
-            self.client.log_artifacts(self.run_id, str(p), artifact_path)
-        elif p.is_file():
-            self.client.log_artifact(self.run_id, str(p), artifact_path)
-        else:
+        if not p.exists():
             raise FileNotFoundError(f"artifact {path} does not exist")
+        self._files.append((p, artifact_path))
 
-    def flush(self, tags: Optional[List[Any]] = None) -> None:
-        """Send buffered metrics (and ``tags``) in as few requests as MLflow's limits allow."""
-        tags = list(tags or [])
-        pending, self._pending = self._pending, []
-        first = MAX_ENTITIES_PER_BATCH - len(tags)
-        batches = [pending[:first]] + chunks(pending[first:], MAX_ENTITIES_PER_BATCH)
-        for i, batch in enumerate(batches):
-            if batch or (i == 0 and tags):
-                retry(self.client.log_batch, self.run_id, metrics=batch, tags=tags if i == 0 else [])
+    def flush(self) -> None:
+        """Send what is buffered in as few requests as MLflow's limits allow (one, for a job's own figures)."""
+        params, metrics, tags = self._params, self._metrics, self._tags
+        self._params, self._metrics, self._tags = [], [], []
+        while params or metrics or tags:
+            p, params = params[:MAX_PARAMS_PER_BATCH], params[MAX_PARAMS_PER_BATCH:]
+            t, tags = tags[:MAX_PARAMS_PER_BATCH], tags[MAX_PARAMS_PER_BATCH:]
+            room = MAX_ENTITIES_PER_BATCH - len(p) - len(t)
+            m, metrics = metrics[:room], metrics[room:]
+            retry(self.client.log_batch, self.run_id, metrics=m, params=p, tags=t)
         self._last_flush = time.monotonic()
 
     def end(self, status: str, error: Optional[BaseException] = None) -> None:
-        """Send what is buffered, record the error if any, and set the final status."""
+        """Send what is buffered (with the error, if any), copy the files, and set the final status."""
         from mlflow.entities import RunTag
 
-        tags = []
+        texts: Dict[str, str] = {}
         if error is not None:
-            tags.append(RunTag("error", clip_tag(f"{type(error).__name__}: {error}")))
-        self.flush(tags)
-        if error is not None and status == "FAILED":
-            text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-            self.client.log_text(self.run_id, text, "error.txt")
-        retry(self.client.set_terminated, self.run_id, status=status)
+            self._tags.append(RunTag("error", clip_tag(f"{type(error).__name__}: {error}")))
+            if status == "FAILED":
+                texts["error.txt"] = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        try:
+            self.flush()
+            if self._config_yaml and not any(p.name == "config.yaml" and a is None for p, a in self._files):
+                texts["config.yaml"] = self._config_yaml()  # the job did not write its own
+            self._copy_files(texts)
+        finally:
+            retry(self.client.set_terminated, self.run_id, status=status)
+
+    def _copy_files(self, texts: Mapping[str, str]) -> None:
+        repo = self._repo()
+        with tempfile.TemporaryDirectory(prefix="ipuexp-run-") as tmp:
+            for name, text in texts.items():
+                (Path(tmp) / name).write_text(text)
+            if texts:
+                repo.log_artifacts(tmp)
+        for path, artifact_path in self._files:
+            if path.is_dir():
+                repo.log_artifacts(str(path), artifact_path)
+            else:
+                repo.log_artifact(str(path), artifact_path)
+
+
+@functools.lru_cache(maxsize=None)
+def _context_tags() -> Tuple[Tuple[str, str], ...]:
+    """MLflow's tags for runs of this process (user, source, git); resolved once, they do not change."""
+    from mlflow.tracking.context.registry import resolve_tags
+
+    return tuple(resolve_tags().items())
+
+
+def _artifact_repo(uri: str, artifact_uri: str) -> Any:
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+    from mlflow.utils.uri import add_databricks_profile_info_to_artifact_uri
+
+    return get_artifact_repository(add_databricks_profile_info_to_artifact_uri(artifact_uri, uri), tracking_uri=uri)
 
 
 def _hydra_overrides() -> List[str]:
@@ -139,38 +176,44 @@ def track_job(cfg: DictConfig, sweep: Optional[SweepContext] = None, name: Optio
     if not cfg.tracking.enabled:
         yield NoRun()
         return
-    from mlflow.tracking.context.registry import resolve_tags
-
     uri = tracking_uri(cfg)
     c = client(uri)
     exp_id = experiment_id(c, experiment_name(cfg), uri)
     sweep = sweep or SweepContext.from_hydra()
-    tags = job_tags(cfg)
+    data = resolved(cfg)
+    tags = job_tags(data)
     overrides = sweep.job_overrides if sweep else _hydra_overrides()
     tags["overrides"] = clip_tag(" ".join(overrides))
-    parent_id = None
+    parent_id, closes_parent = None, False
     if sweep is not None:
-        parent_id = open_parent(c, exp_id, sweep, {k: tags[k] for k in PARENT_TAGS if k in tags})
+        parent_id, closes_parent = job_parent(c, uri, exp_id, sweep, {k: tags[k] for k in PARENT_TAGS if k in tags})
         tags[PARENT_TAG] = parent_id
-    name = name or run_name(overrides, sweep.swept_keys if sweep else None, fallback=str(cfg.recipe or ""))
-    run = retry(c.create_run, exp_id, run_name=name or None, tags=resolve_tags(tags))
-    tracked = TrackedRun(c, run.info.run_id)
+    swept = sweep.swept_keys if sweep else None
+    name = name or run_name(overrides, swept, fallback=str(cfg.recipe or ""))
+    run = retry(c.create_run, exp_id, run_name=name or None, tags={**dict(_context_tags()), **tags})
+    tracked = TrackedRun(c, run.info.run_id, functools.partial(_artifact_repo, uri, run.info.artifact_uri),
+                         params=curated.params(data, [k for k, _ in varied(overrides, swept)], overrides),
+                         config_yaml=lambda: OmegaConf.to_yaml(cfg, resolve=True),
+                         tile_memory_bytes=data["ipu"].get("memory_per_tile_bytes"))
+
+    ended = []
 
     def close(status: str, error: Optional[BaseException] = None) -> None:
+        if ended:  # the atexit net came first; the block's own exit (at interpreter shutdown) changes nothing
+            return
+        ended.append(status)
         try:
             tracked.end(status, error)
         finally:
             safety.unregister(tracked.run_id)
-            if parent_id is not None:
+            if closes_parent:
                 close_parent(c, exp_id, parent_id, sweep)
 
     safety.register(tracked.run_id, close)
     try:
         with safety.signals_as_exit():
-            tracked.log_config(cfg)
             yield tracked
     except BaseException as exc:
-        close("KILLED" if isinstance(exc, (KeyboardInterrupt, SystemExit)) else "FAILED", exc)
+        close("KILLED" if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)) else "FAILED", exc)
         raise
     close("FINISHED")
-

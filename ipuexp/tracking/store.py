@@ -1,5 +1,8 @@
 """Where runs go: the tracking URI, the experiment, and a client that survives a busy SQLite file.
 
+A process opens one client per store and looks an experiment up once: opening a store checks (and on a new file
+creates) its schema, which must not be paid again by every job a worker process runs.
+
 MLflow's own default store is ``sqlite:///mlflow.db`` with artifacts under ``./mlruns``, both relative to the
 working directory. Hydra moves a job into its run directory, so relative local locations are resolved against
 the directory the user launched from instead; otherwise every job would get a database of its own.
@@ -14,7 +17,7 @@ import random
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, TypeVar
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple, TypeVar
 
 T = TypeVar("T")
 
@@ -23,10 +26,14 @@ DEFAULT_URI = "sqlite:///mlflow.db"
 ARTIFACTS_DIR = "mlruns"
 """MLflow's default local artifact root (``DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH``)."""
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
-"""Tells the MLflow 3 UI to open the experiment on its runs table rather than the GenAI views."""
+"""The experiment's kind as MLflow's UI names a model-training experiment (what its own kind selector stores).
+MLflow 3 UIs whose sidebar carries the GenAI / Model training switch decide the view from that switch instead; see
+:mod:`ipuexp.tracking.links`."""
 
 busy_retries = 0
 """How many calls this process repeated after lock contention (reported by the concurrency checks)."""
+_clients: Dict[str, Any] = {}
+_experiments: Dict[Tuple[str, str], str] = {}
 _SCHEME_ONLY = ("databricks", "databricks-uc", "uc")
 _BUSY = ("database is locked", "database is busy", "database table is locked")
 
@@ -120,7 +127,13 @@ def file_lock(path: Path) -> Iterator[None]:
 
 
 def client(uri: str) -> Any:
-    """An MlflowClient for ``uri`` whose store is initialised (schema created) one process at a time."""
+    """This process's MlflowClient for ``uri``; the first one initialises the store (schema) under a file lock."""
+    if uri not in _clients:
+        _clients[uri] = _open_client(uri)
+    return _clients[uri]
+
+
+def _open_client(uri: str) -> Any:
     from mlflow import MlflowClient
 
     db = sqlite_path(uri)
@@ -128,21 +141,41 @@ def client(uri: str) -> Any:
         return MlflowClient(tracking_uri=uri)
     # The client opens its store at once, and MLflow creates the schema when it first opens an empty database;
     # two processes doing that together break each other's migrations. The lock file lives in the temp dir
-    # (SQLite files must be on a local disk anyway) to keep the user's folder clean. Later clients in the same
-    # process reuse MLflow's cached store.
+    # (SQLite files must be on a local disk anyway) to keep the user's folder clean.
     digest = hashlib.sha256(str(db).encode()).hexdigest()[:16]
     with file_lock(Path(tempfile.gettempdir()) / f"ipuexp-mlflow-{digest}.lock"):
         return retry(MlflowClient, tracking_uri=uri)
 
 
+def find_experiment(c: Any, name: str, uri: str) -> Optional[str]:
+    """The id of the active experiment ``name``, or None; looked up once per process and store."""
+    key = (uri, name)
+    if key not in _experiments:
+        exp = retry(c.get_experiment_by_name, name)
+        if exp is None or exp.lifecycle_stage == "deleted":
+            return None
+        _experiments[key] = exp.experiment_id
+    return _experiments[key]
+
+
 def experiment_id(c: Any, name: str, uri: str) -> str:
-    """Find or create the experiment ``name``; safe when many jobs try at once."""
+    """Find or create the experiment ``name``; safe when many jobs try at once, done once per process."""
+    key = (uri, name)
+    if key not in _experiments:
+        _experiments[key] = _find_or_create(c, name, uri)
+    return _experiments[key]
+
+
+def _find_or_create(c: Any, name: str, uri: str) -> str:
     from mlflow.exceptions import MlflowException
 
     exp = retry(c.get_experiment_by_name, name)
     if exp is not None:
         if exp.lifecycle_stage == "deleted":
             retry(c.restore_experiment, exp.experiment_id)
+        for key, value in EXPERIMENT_KIND.items():
+            if key not in exp.tags:  # made before ipuexp set the kind, or by hand
+                retry(c.set_experiment_tag, exp.experiment_id, key, value)
         return exp.experiment_id
     db = sqlite_path(uri)
     location = None

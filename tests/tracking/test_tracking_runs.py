@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from ipuexp.tracking import track_job
-from ipuexp.tracking.identity import flatten
+from ipuexp.tracking import SweepContext, curated, track_job
+from ipuexp.tracking.identity import resolved
 
 
 def runs(db_uri, experiment="test"):
@@ -19,9 +19,9 @@ def runs(db_uri, experiment="test"):
     return c, c.search_runs([exp.experiment_id]) if exp else []
 
 
-def test_finished_run_holds_params_tags_metrics_and_artifacts(make_cfg, result, db_uri, tmp_path: Path):
+def test_finished_run_holds_the_curated_params_and_metrics_tags_and_artifacts(make_cfg, result, db_uri,
+                                                                             tmp_path: Path):
     cfg = make_cfg("options.gradient_accumulation=16")
-    cfg.ipu.calibration = {f"c{i}": i for i in range(150)}  # past one request's limit of 100 parameters
     trace = tmp_path / "trace.json"
     trace.write_text(json.dumps({"traceEvents": []}))
     result.artifacts["trace"] = str(trace)
@@ -33,16 +33,49 @@ def test_finished_run_holds_params_tags_metrics_and_artifacts(make_cfg, result, 
         run.log_result(result)
     c, (r,) = runs(db_uri)
     assert r.info.status == "FINISHED"
-    assert r.data.params["options.gradient_accumulation"] == "16"
-    assert r.data.params == flatten(cfg) and len(r.data.params) > 200
-    assert r.data.params["ipu.calibration.c149"] == "149"
-    assert r.data.metrics == pytest.approx(result.metrics())
-    assert r.data.metrics["throughput.samples_per_s"] == 1000.0
-    assert r.data.metrics["memory.ipus.3.total_bytes"] == 500_000_003
+    # exactly the key options (no sweep: nothing swept) and the result's headline figures
+    assert r.data.params == curated.params(resolved(cfg))
+    assert set(r.data.params) == set(curated.KEY_OPTIONS)
+    assert r.data.params["options.gradient_accumulation"] == "16" and r.data.params["model"] == "bert_large"
+    assert r.data.metrics == pytest.approx(curated.metrics(result, cfg.ipu.memory_per_tile_bytes))
+    assert set(r.data.metrics) == {"fits", "throughput_samples_per_s", "step_time_s", "peak_ipu_memory_bytes",
+                                   "ipu_headroom_bytes", "peak_tile_memory_bytes", "tile_headroom_bytes"}
+    assert r.data.metrics["throughput_samples_per_s"] == 1000.0
     assert r.data.tags["fits"] == "true"
     assert r.data.tags["config_hash"] and r.data.tags["ipu"] == "mk2"
     assert {a.path for a in c.list_artifacts(r.info.run_id)} == {"config.yaml", "trace.json", "pipeline.png"}
+    config = c.download_artifacts(r.info.run_id, "config.yaml", str(tmp_path / "back"))
+    assert "gradient_accumulation: 16" in Path(config).read_text()  # the whole config stays with the run
     assert "mlflow.parentRunId" not in r.data.tags
+
+
+def test_a_job_in_a_driven_sweep_writes_three_times_and_looks_nothing_up(make_cfg, make_result, db_uri,
+                                                                          tmp_path: Path, monkeypatch):
+    from ipuexp.tracking.store import client, experiment_id
+    from ipuexp.tracking.sweep import open_parent
+
+    c = client(db_uri)
+    sweep = SweepContext(dir=tmp_path / "sweep", swept_keys=["options.gradient_accumulation"])
+    sweep.dir.mkdir()
+    parent = open_parent(c, experiment_id(c, "test", db_uri), sweep, {}, driver=True)  # as the Hydra callback
+    calls = []
+    for method in ("create_run", "log_batch", "set_terminated", "search_runs", "get_experiment_by_name",
+                   "update_run", "log_artifact", "log_text", "set_tag", "get_run"):
+        real = getattr(c, method)
+        monkeypatch.setattr(c, method, lambda *a, _m=method, _f=real, **k: calls.append(_m) or _f(*a, **k))
+    for ga in (1, 2):
+        sweep.job_overrides = [f"options.gradient_accumulation={ga}"]
+        calls.clear()
+        with track_job(make_cfg(f"options.gradient_accumulation={ga}"), sweep=sweep) as run:
+            run.log_result(make_result())
+    # the second job of a worker: the store, experiment and parent are known; one batch holds params and metrics
+    assert calls == ["create_run", "log_batch", "set_terminated"]
+    c2 = MlflowClient(db_uri)
+    assert c2.get_run(parent).info.status == "RUNNING"  # the driver closes it, not its jobs
+    r = c2.get_run(run.run_id)
+    assert r.info.status == "FINISHED" and r.info.run_name == "gradient_accumulation=2"
+    assert r.data.tags["mlflow.parentRunId"] == parent
+    assert {a.path for a in c2.list_artifacts(r.info.run_id)} == {"config.yaml"}
 
 
 def test_out_of_memory_configuration_is_a_finished_run_tagged_fits_false(make_cfg, make_result, db_uri):
@@ -52,6 +85,7 @@ def test_out_of_memory_configuration_is_a_finished_run_tagged_fits_false(make_cf
     assert r.info.status == "FINISHED"
     assert r.data.tags["fits"] == "false"
     assert r.data.metrics["fits"] == 0.0
+    assert "error" not in r.data.tags
 
 
 def test_exception_marks_the_run_failed_with_the_error(make_cfg, db_uri):

@@ -84,3 +84,21 @@ def test_experiment_is_created_once_with_artifacts_beside_the_database(db_uri, t
     exp = c.get_experiment(first)
     assert exp.artifact_location == (tmp_path / "mlruns" / "bert_large").as_uri()
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_an_experiment_made_elsewhere_gets_the_model_training_kind(db_uri):
+    from mlflow import MlflowClient
+
+    made = MlflowClient(db_uri).create_experiment("by_hand")
+    assert "mlflow.experimentKind" not in MlflowClient(db_uri).get_experiment(made).tags
+    assert store.experiment_id(store.client(db_uri), "by_hand", db_uri) == made
+    assert MlflowClient(db_uri).get_experiment(made).tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_a_process_opens_a_store_and_looks_an_experiment_up_once(db_uri, monkeypatch):
+    c = store.client(db_uri)
+    assert store.client(db_uri) is c
+    assert store.find_experiment(c, "late", db_uri) is None  # not there yet: not remembered as missing
+    first = store.experiment_id(c, "late", db_uri)
+    monkeypatch.setattr(c, "get_experiment_by_name", lambda name: pytest.fail("looked up again"))
+    assert store.experiment_id(c, "late", db_uri) == first == store.find_experiment(c, "late", db_uri)

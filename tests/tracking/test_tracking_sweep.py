@@ -3,6 +3,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Sequence
 
 import pytest
 from mlflow import MlflowClient
@@ -26,11 +27,11 @@ def test_run_names_say_the_swept_values():
     assert run_name(["+recipe=bert_large"], fallback="bert_large") == "bert_large"
 
 
-def _multirun(tmp_path: Path, empty_store: Path, *extra: str) -> MlflowClient:
+def _multirun(tmp_path: Path, empty_store: Path, *args: str, sweep: Sequence[str] = SWEEP) -> MlflowClient:
     shutil.copy(empty_store, tmp_path / "mlflow.db")
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    proc = subprocess.run([sys.executable, str(JOB), "-m", *SWEEP, "tracking.experiment=sweep",
-                           f"hydra.sweep.dir={tmp_path}/multirun/s1", *extra],
+    proc = subprocess.run([sys.executable, str(JOB), "-m", *args, *sweep, "tracking.experiment=sweep",
+                           f"hydra.sweep.dir={tmp_path}/multirun/s1"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
@@ -58,10 +59,37 @@ def test_multirun_is_one_parent_run_with_a_child_per_job_in_the_launch_dir_store
     assert len({r.data.tags["config_hash"] for r in children}) == 4
     for r in children:
         ga = int(r.data.params["options.gradient_accumulation"])
-        assert r.data.metrics["throughput.samples_per_s"] == 100.0 * ga
+        assert r.data.metrics["throughput_samples_per_s"] == 100.0 * ga
         assert r.info.artifact_uri.startswith((tmp_path / "mlruns").as_uri())
     # Hydra ran each job in its own folder; the store stayed where the sweep was launched
     assert not list((tmp_path / "multirun").rglob("mlflow.db"))
+
+
+PRESET = """# @package _global_
+hydra:
+  sweeper:
+    params:
+      options.gradient_accumulation: 1,4
+"""
+
+
+@pytest.mark.slow
+def test_a_preset_sweeps_children_are_named_after_the_values_that_vary(tmp_path: Path, empty_store):
+    """A preset's swept keys come from its ``hydra.sweeper.params``, not the command line (``+sweep=NAME``)."""
+    (tmp_path / "conf" / "sweep").mkdir(parents=True)
+    (tmp_path / "conf" / "sweep" / "tiny.yaml").write_text(PRESET)
+    c = _multirun(tmp_path, empty_store, "--config-dir", str(tmp_path / "conf"), "+recipe=bert_large",
+                  "+sweep=tiny", sweep=["options.io.num_io_tiles=0,32"])
+    (parent,), children = _sweep_runs(c)
+    assert sorted(r.info.run_name for r in children) == [
+        "gradient_accumulation=1,num_io_tiles=0", "gradient_accumulation=1,num_io_tiles=32",
+        "gradient_accumulation=4,num_io_tiles=0", "gradient_accumulation=4,num_io_tiles=32"]
+    assert parent.info.run_name == "sweep options.gradient_accumulation=1,4 options.io.num_io_tiles=0,32"
+    for r in children:  # the swept keys are parameters, with the values of the job's own overrides
+        assert r.info.run_name == (f"gradient_accumulation={r.data.params['options.gradient_accumulation']},"
+                                   f"num_io_tiles={r.data.params['options.io.num_io_tiles']}")
+        assert r.data.params["model"] == "bert_large"
+    assert parent.info.status == "FINISHED" and all(r.info.status == "FINISHED" for r in children)
 
 
 @pytest.mark.slow
@@ -73,24 +101,55 @@ def test_multirun_with_the_hydra_callback(tmp_path: Path, empty_store):
     assert parent.info.status == "FINISHED"
 
 
-def test_callback_opens_the_parent_in_the_driver_and_ends_stale_children(db_uri, tmp_path: Path):
+def _driver_config(db_uri: str, sweep_dir: Path, overrides, sweeper_params=None):
     from omegaconf import open_dict
-    from ipuexp.config.compose import compose_config as compose
 
-    from ipuexp.tracking.hydra_callback import SweepTracking
+    from ipuexp.config.compose import compose_config as compose
 
     config = compose([f"tracking.uri={db_uri}", "tracking.experiment=test"], return_hydra_config=True)
     with open_dict(config):
-        config.hydra.sweep.dir = str(tmp_path / "s2")
-        config.hydra.overrides.task = ["options.gradient_accumulation=1,2"]
+        config.hydra.sweep.dir = str(sweep_dir)
+        config.hydra.overrides.task = overrides
+        config.hydra.sweeper.params = sweeper_params
+    return config
+
+
+def test_callback_opens_the_parent_in_the_driver_and_ends_stale_children(db_uri, tmp_path: Path, caplog):
+    from ipuexp.tracking.hydra_callback import SweepTracking
+
+    config = _driver_config(db_uri, tmp_path / "s2", ["options.gradient_accumulation=1,2"])
     SweepTracking().on_multirun_start(config)
     c = MlflowClient(db_uri)
     exp = c.get_experiment_by_name("test").experiment_id
     (parent,) = c.search_runs([exp])
     assert parent.info.status == "RUNNING"
     assert parent.info.run_name == "sweep options.gradient_accumulation=1,2"
+    assert parent.data.tags["sweep_driver"] == "true"
     child = c.create_run(exp, tags={"mlflow.parentRunId": parent.info.run_id}).info.run_id  # job died silently
-    SweepTracking().on_multirun_end(config)
+    with caplog.at_level("INFO", logger="ipuexp"):
+        SweepTracking().on_multirun_end(config)
+    assert c.get_run(child).info.status == "KILLED"
+    assert c.get_run(parent.info.run_id).info.status == "KILLED"
+    assert "sweep_driver" not in c.get_run(parent.info.run_id).data.tags  # a later run without a driver closes it
+    # where to look: the sweep's runs side by side, in the model-training views of a local `mlflow ui`
+    assert f'#/compare-runs?runs=%5B%22{child}%22%5D&experiments=%5B%22{exp}%22%5D&workflowType=machine_learning' \
+        in caplog.text
+    assert f"mlflow ui --backend-store-uri {db_uri}" in caplog.text
+
+
+def test_a_driver_that_exits_early_leaves_no_run_running(db_uri, tmp_path: Path):
+    from ipuexp.tracking import safety
+    from ipuexp.tracking.hydra_callback import SweepTracking
+
+    config = _driver_config(db_uri, tmp_path / "s3", ["+recipe=bert_large"],
+                            {"options.gradient_accumulation": "1,2"})  # a preset's sweep
+    SweepTracking().on_multirun_start(config)
+    c = MlflowClient(db_uri)
+    exp = c.get_experiment_by_name("test").experiment_id
+    (parent,) = c.search_runs([exp])
+    assert parent.info.run_name == "sweep options.gradient_accumulation=1,2"
+    child = c.create_run(exp, tags={"mlflow.parentRunId": parent.info.run_id}).info.run_id
+    safety.close_all()  # what the driver's atexit net does when Ctrl-C skips on_multirun_end
     assert c.get_run(child).info.status == "KILLED"
     assert c.get_run(parent.info.run_id).info.status == "KILLED"
 
