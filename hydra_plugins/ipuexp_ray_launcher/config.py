@@ -6,7 +6,7 @@ that has none), so ``runner.ray.address=auto`` on the command line is enough to 
 # No "from __future__ import annotations": Hydra executes plugin modules outside sys.modules, where dataclasses
 # cannot resolve string annotations.
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 
@@ -38,4 +38,17 @@ class RayLauncherConf:
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="ray", node=RayLauncherConf,
+                             provider="ipuexp_ray_launcher")
+
+
+@dataclass
+class PreflightSweeperConf:
+    """Hydra's basic sweeper settings (``max_batch_size``, ``params``) for ``sweeper.PreflightSweeper``."""
+
+    _target_: str = "hydra_plugins.ipuexp_ray_launcher.sweeper.PreflightSweeper"
+    max_batch_size: Optional[int] = None
+    params: Optional[Dict[str, str]] = None
+
+
+ConfigStore.instance().store(group="hydra/sweeper", name="ipuexp", node=PreflightSweeperConf,
                              provider="ipuexp_ray_launcher")
