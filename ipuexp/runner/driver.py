@@ -35,7 +35,10 @@ class Driver:
 
     def __init__(self, settings: Any, log_path: Optional[str]):
         ours, theirs = socket.socketpair()
-        root = str(Path(__file__).resolve().parents[2])  # where this ipuexp is imported from
+        import ipuexp
+
+        # The folder this ipuexp package is imported from (site-packages, or a checkout), first on the child's path.
+        root = str(Path(ipuexp.__file__).resolve().parent.parent)
         code = (f"import sys; sys.path.insert(0, {root!r}); from ipuexp.runner.driver import main; "
                 f"main({theirs.fileno()})")
         out = open(log_path, "ab") if log_path else None
