@@ -28,8 +28,27 @@ FITTED: Dict[str, Tuple[float, float]] = {
     "amp_efficiency": (0.05, 1.0),
     "vector_efficiency": (0.02, 1.0),
     "compute_set_cycles": (1.0, 5000.0),
+    "gw_step_latency_s": (1e-6, 1e-4),
 }
-"""Constants fitted to the calibration rows, with the physical range each may take."""
+"""Constants fitted to the calibration rows, with the physical range each may take (at most 5: hardware-level,
+shared by Mk2 and Bow)."""
+
+PRIORS: Dict[str, float] = {
+    "amp_efficiency": 0.8,
+    "vector_efficiency": 0.05,
+    "compute_set_cycles": 1000.0,
+    "gw_step_latency_s": 5e-6,
+}
+"""Where every held-out fit starts: a constant the remaining rows cannot determine (the GW-Link step when no
+multi-rack row is left) keeps this value, so that no held-out fit inherits the in-sample one. amp_efficiency:
+most of the AMP peak; vector_efficiency: PopLibs element-wise vertices reach about 1/4 of the load path at best
+(Jia et al. 2019 on compiler-generated loops), of which a share; compute_set_cycles: a global sync and a
+6-worker launch are about 600 + 300 cycles; gw_step_latency_s: one 100 GbE RoCE hop and a cross-rack sync, a few
+microseconds."""
+
+MODES = ("in-sample", "leave-one-out", "leave-one-family-out", "leave-one-size-out")
+"""How each row is predicted: with constants fitted on all rows, on all but the row, on all rows but the row's
+model family (BERT, ResNet, ViT), on all rows but the row's system size (POD16, POD128, POD256)."""
 
 GENERATIONS = ("mk1", "mk2", "bow")
 
@@ -65,6 +84,10 @@ class Outcome:
     row: Row
     predicted: float
     loo: Optional[float] = None
+    held_out: Dict[str, float] = field(default_factory=dict)
+    """Prediction of the row per held-out mode (leave-one-out, -family-out, -size-out)."""
+    band: Optional[float] = None
+    """Error band (percent) of the row's leave-one-out prediction, from the other rows' residuals."""
 
     @property
     def error(self) -> float:
@@ -74,12 +97,25 @@ class Outcome:
     def loo_error(self) -> Optional[float]:
         return None if self.loo is None else 100.0 * (self.loo / self.row.published - 1.0)
 
+    def mode_error(self, mode: str) -> Optional[float]:
+        if mode == "in-sample":
+            return self.error
+        value = self.held_out.get(mode)
+        return None if value is None else 100.0 * (value / self.row.published - 1.0)
+
+    @property
+    def in_band(self) -> Optional[bool]:
+        err = self.loo_error
+        return None if err is None or self.band is None else abs(err) <= self.band
+
 
 @dataclass
 class Report:
     outcomes: List[Outcome]
     constants: Dict[str, float]
     loo_constants: Dict[str, Dict[str, float]] = field(default_factory=dict)
+    held_out_constants: Dict[str, Dict[str, Dict[str, float]]] = field(default_factory=dict)
+    """mode -> left-out group -> constants."""
 
     @property
     def mape(self) -> float:
@@ -93,6 +129,26 @@ class Report:
     def loo_mape(self) -> Optional[float]:
         errs = [o.loo_error for o in self.outcomes if o.loo_error is not None]
         return sum(abs(e) for e in errs) / len(errs) if errs else None
+
+    def mode_errors(self, mode: str) -> List[float]:
+        return [e for e in (o.mode_error(mode) for o in self.outcomes) if e is not None]
+
+    def mode_mape(self, mode: str) -> Optional[float]:
+        errs = self.mode_errors(mode)
+        return sum(abs(e) for e in errs) / len(errs) if errs else None
+
+    def mode_worst(self, mode: str) -> Optional[float]:
+        errs = self.mode_errors(mode)
+        return max(abs(e) for e in errs) if errs else None
+
+    @property
+    def covered(self) -> int:
+        """Rows whose published value lies inside the band of their leave-one-out prediction."""
+        return sum(1 for o in self.outcomes if o.in_band)
+
+    def constant_range(self, name: str) -> Optional[Tuple[float, float]]:
+        values = [c[name] for c in self.loo_constants.values() if name in c]
+        return (min(values), max(values)) if values else None
 
 
 def load_config(path: Optional[Path] = None) -> ValidateConfig:
@@ -149,7 +205,46 @@ def _rounded(constants: Dict[str, float]) -> Dict[str, float]:
     return {k: float(f"{v:.4g}") for k, v in constants.items()}
 
 
+def size_of(row: Row) -> str:
+    return row.system or str(row.ipus)
+
+
+def groups(cases: Sequence[Case], mode: str) -> Dict[str, List[int]]:
+    """Left-out group -> indices of its cases, for a held-out mode."""
+    key = {"leave-one-out": lambda c: c.row.id,
+           "leave-one-family-out": lambda c: c.row.family,
+           "leave-one-size-out": lambda c: size_of(c.row)}[mode]
+    out: Dict[str, List[int]] = {}
+    for i, c in enumerate(cases):
+        out.setdefault(key(c), []).append(i)
+    return out
+
+
+def held_out(cases: Sequence[Case], mode: str) -> Tuple[Dict[int, float], Dict[str, Dict[str, float]]]:
+    """Each case predicted with constants fitted without its group (from PRIORS); and the constants."""
+    preds: Dict[int, float] = {}
+    consts: Dict[str, Dict[str, float]] = {}
+    for name, idx in groups(cases, mode).items():
+        others = [c for j, c in enumerate(cases) if j not in idx]
+        if not others:
+            continue
+        fitted = _rounded(fit(others, PRIORS))
+        consts[name] = fitted
+        for i in idx:
+            preds[i] = predict(cases[i], fitted)
+    return preds, consts
+
+
+def residual_rows(report: Report) -> List[Any]:
+    from ipuexp.calibration.band import Residual
+
+    return [Residual(o.row.id, o.row.family, o.row.ipu, o.row.ipus, o.row.micro_batch, o.row.grad_accum,
+                     o.loo_error) for o in report.outcomes if o.loo_error is not None]
+
+
 def run(cfg: ValidateConfig, refit: bool = False) -> Report:
+    from ipuexp.calibration.band import error_band
+
     rows = load_rows(Path(cfg.csv).expanduser().resolve() if cfg.csv else None)
     cases = prepare(rows, cfg.cache_dir)
     configured = {n: float(getattr(cases[0].plan.rates.calibration, n)) for n in FITTED}
@@ -157,32 +252,53 @@ def run(cfg: ValidateConfig, refit: bool = False) -> Report:
     outcomes = [Outcome(c.row, predict(c, constants)) for c in cases]
     report = Report(outcomes, constants)
     if cfg.leave_one_out and len(cases) > 1:
-        for i, out in enumerate(outcomes):
-            others = [c for j, c in enumerate(cases) if j != i]
-            loo = _rounded(fit(others, constants))
-            report.loo_constants[out.row.id] = loo
-            out.loo = predict(cases[i], loo)
+        for mode in MODES[1:]:
+            preds, consts = held_out(cases, mode)
+            report.held_out_constants[mode] = consts
+            for i, value in preds.items():
+                outcomes[i].held_out[mode] = value
+        report.loo_constants = dict(report.held_out_constants["leave-one-out"])
+        for o in outcomes:
+            o.loo = o.held_out.get("leave-one-out")
+        # The band of each row's leave-one-out prediction, from the other rows' leave-one-out residuals.
+        residuals = residual_rows(report)
+        for o in outcomes:
+            band = error_band(o.row.model, o.row.ipus, o.row.micro_batch, o.row.grad_accum, exclude=o.row.id,
+                              residuals=residuals)
+            o.band = None if band is None else band.pct
     return report
+
+
+def _pct(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:+.1f}"
 
 
 def print_report(report: Report, cfg: ValidateConfig) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="Predicted vs published training throughput (samples/s)")
-    for col in ("row", "IPU", "predicted", "published", "error %", "leave-one-out", "LOO error %"):
+    table = Table(title="Predicted vs published training throughput (samples/s); errors in percent")
+    for col in ("row", "IPU", "predicted", "published", "in-sample", "LOO", "LOFO", "LOSO", "LOO band", "in band"):
         table.add_column(col, justify="left" if col == "row" else "right", no_wrap=True)
     for o in report.outcomes:
-        table.add_row(o.row.id, o.row.ipu, f"{o.predicted:,.0f}", f"{o.row.published:,.0f}", f"{o.error:+.1f}",
-                      "-" if o.loo is None else f"{o.loo:,.0f}",
-                      "-" if o.loo_error is None else f"{o.loo_error:+.1f}")
-    console = Console(width=max(Console().width, 120))
+        table.add_row(o.row.id, o.row.ipu, f"{o.predicted:,.0f}", f"{o.row.published:,.0f}", _pct(o.error),
+                      *(_pct(o.mode_error(m)) for m in MODES[1:]),
+                      "-" if o.band is None else f"+-{o.band:.0f}%",
+                      "-" if o.in_band is None else ("yes" if o.in_band else "no"))
+    console = Console(width=max(Console().width, 140))
     console.print(table)
-    console.print(f"MAPE {report.mape:.1f}% (threshold {cfg.mape_threshold:g}%), worst row {report.worst:.1f}% "
-                  f"(threshold {cfg.max_row_error:g}%)")
-    if report.loo_mape is not None:
-        console.print(f"leave-one-out MAPE {report.loo_mape:.1f}%")
-    console.print("constants: " + ", ".join(f"{k}={v:g}" for k, v in report.constants.items()))
+    console.print(f"in-sample MAPE {report.mape:.1f}% (threshold {cfg.mape_threshold:g}%), worst row "
+                  f"{report.worst:.1f}% (threshold {cfg.max_row_error:g}%)")
+    for mode in MODES[1:]:
+        if report.mode_mape(mode) is not None:
+            console.print(f"{mode}: MAPE {report.mode_mape(mode):.1f}%, worst {report.mode_worst(mode):.1f}%")
+    if report.loo_constants:
+        console.print(f"published value inside the leave-one-out band: {report.covered} of {len(report.outcomes)}")
+    consts = []
+    for k, v in report.constants.items():
+        rng = report.constant_range(k)
+        consts.append(f"{k}={v:g}" + (f" (LOO {rng[0]:g}..{rng[1]:g})" if rng else ""))
+    console.print("constants: " + ", ".join(consts))
 
 
 _FIT_NOTES = {
@@ -190,14 +306,24 @@ _FIT_NOTES = {
     "vector_efficiency": "share of the tile load/store bandwidth reached by element-wise, norm and softmax "
                          "vertices",
     "compute_set_cycles": "cycles of one compute set on top of ipu.sync_cycles (supervisor start, worker "
-                          "dispatch, vertex tail)",
+                          "dispatch, vertex tail); also sets the fixed cost of a collective's ring step inside a "
+                          "rack (ring_step_supersteps of them)",
+    "gw_step_latency_s": "seconds of one ring step of a collective once the ring spans racks: its slowest hop "
+                         "is a GW-Link (gateway, 100 GbE RoCE, cross-rack sync); no public figure; in seconds, "
+                         "the network's latency, not the tile clock's",
 }
 PRIOR_NOTES = {
     "amp_grain": "prior, not fitted: input channels the AMP takes per pass at 16-bit inputs (8 at 32-bit): "
                  "PopLibs groups AMP convolution/matmul input channels by 16 half / 8 float on this tile design; "
                  "matmul K is padded to it",
-    "links_per_neighbour": "prior, not fitted: docs/sources.md [e] Bow-2000 datasheet 'IPU-Link 512Gbps' between "
-                           "IPUs = 64 GB/s = 2 x (ipu_link_bytes_per_s / ipu_links = 32 GB/s)",
+    "links_per_neighbour": "prior, not fitted: IPU-Links between neighbouring IPUs of a pipeline: docs/sources.md "
+                           "[e] Bow-2000 datasheet 'IPU-Link 512Gbps' between IPUs = 64 GB/s both ways = 2 links x "
+                           "16 GB/s per direction ([l] 320 GB/s over 10 links, counting both directions)",
+    "ring_step_supersteps": "prior, not fitted: supersteps of one ring step of a collective: slice the fragment, "
+                            "the cross-replica copy, the reduction, the index increment (PopLibs "
+                            "ReplicatedCollectives.cpp, the ring all-reduce that preceded GCL)",
+    "hop_latency_s": "prior, not fitted: one IPU-Link hop of a sync signal (poplibs IPUModel tool, "
+                     "setGlobalSyncLatency: 15 ns per hop, paid there and back)",
     "global_sync_cycles": "prior, not fitted: no public figure (IPU Model: poplar::IPUModel's "
                           "globalSyncCycles default is not printed); about 0.5-0.75 us; one per pipeline cycle and "
                           "ring step: under 0.1% of every calibration step, so the rows cannot fit it",
@@ -223,7 +349,7 @@ def calibration_block(report: Report, generation: str, priors: Dict[str, Any], r
     if not fitted_here:
         lines.append(f"  # No {generation} row exists: the fitted values are carried over unvalidated.")
     for name, value in report.constants.items():
-        loo = [c[name] for c in report.loo_constants.values()]
+        loo = [c[name] for c in report.loo_constants.values() if name in c]
         spread = f"; leave-one-out refits {min(loo):.4g} to {max(loo):.4g}" if loo else ""
         where = "Fitted on all rows above" if fitted_here else "Not fitted here (carried over)"
         lines.append(f"  # {name}: {_FIT_NOTES[name]}. {where}, least squares on log error{spread}.")
@@ -277,6 +403,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"\n# conf/ipu/{gen}.yaml\n{text}")
             if args.write:
                 write_block(gen, text)
+        if args.write and report.loo_constants:
+            from ipuexp.calibration.band import write_residuals
+
+            write_residuals(residual_rows(report))
     return exit_code(report, cfg)
 
 
