@@ -68,7 +68,13 @@ class ValidateConfig:
     max_row_error: float = 20.0
     """Exit 1 when any row's absolute error exceeds this (percent)."""
     leave_one_out: bool = True
-    """Also refit without each row and predict it."""
+    """Also refit without each row, each family and each system size, and predict what was left out."""
+    loo_mape_threshold: float = 8.0
+    """Exit 1 when the leave-one-out MAPE exceeds this (percent)."""
+    held_out_worst: float = 15.0
+    """Exit 1 when any row's leave-one-out, -family-out or -size-out error exceeds this (percent)."""
+    min_in_band: int = 7
+    """Exit 1 when fewer rows have their published value inside their leave-one-out band."""
     cache_dir: Optional[str] = None
     """Graph capture cache (default: the engine's)."""
 
@@ -301,6 +307,8 @@ def print_report(report: Report, cfg: ValidateConfig) -> None:
             console.print(f"{mode}: MAPE {report.mode_mape(mode):.1f}%, worst {report.mode_worst(mode):.1f}%")
     if report.loo_constants:
         console.print(f"published value inside the leave-one-out band: {report.covered} of {len(report.outcomes)}")
+    for name, ok in gates(report, cfg).items():
+        console.print(f"{'pass' if ok else 'FAIL'}: {name}")
     consts = []
     for k, v in report.constants.items():
         rng = report.constant_range(k)
@@ -417,9 +425,25 @@ def main(argv: Optional[List[str]] = None) -> int:
     return exit_code(report, cfg)
 
 
+def gates(report: Report, cfg: ValidateConfig) -> Dict[str, bool]:
+    """Each acceptance check of the configured thresholds: passed or not (held-out checks only when run)."""
+    out = {f"in-sample MAPE <= {cfg.mape_threshold:g}%": report.mape <= cfg.mape_threshold,
+           f"in-sample worst <= {cfg.max_row_error:g}%": report.worst <= cfg.max_row_error}
+    if report.loo_constants:
+        out[f"leave-one-out MAPE <= {cfg.loo_mape_threshold:g}%"] = (report.mode_mape(MODES[1]) or 0.0) <= \
+            cfg.loo_mape_threshold
+        for mode in MODES[1:]:
+            worst = report.mode_worst(mode)
+            if worst is not None:
+                out[f"{mode} worst <= {cfg.held_out_worst:g}%"] = worst <= cfg.held_out_worst
+        out[f"published inside the LOO band for >= {cfg.min_in_band} rows"] = report.covered >= min(
+            cfg.min_in_band, len(report.outcomes))
+    return out
+
+
 def exit_code(report: Report, cfg: ValidateConfig) -> int:
-    """0 when the MAPE and the worst row are within the configured thresholds, else 1."""
-    return 0 if report.mape <= cfg.mape_threshold and report.worst <= cfg.max_row_error else 1
+    """0 when every gate passes (``gates``), else 1."""
+    return 0 if all(gates(report, cfg).values()) else 1
 
 
 def _priors(generation: str) -> Dict[str, Any]:

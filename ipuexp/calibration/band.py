@@ -2,8 +2,8 @@
 
 ``python -m ipuexp.validate --fit --write`` refits the constants without each calibration row, predicts the row,
 and writes the residual (percent) with the row's family, system size, micro-batch and gradient accumulation to
-``residuals.csv`` next to the table. A prediction's band is the root mean square of the residuals of the
-``NEAREST`` most similar rows (same family first, then closest system size, micro-batch and gradient
+``residuals.csv`` next to the table. A prediction's band is ``COVERAGE_K`` (2: about a 95% interval for a normal
+residual) times the root mean square of the residuals of the ``NEAREST`` most similar rows (rows of the same family first, then the closest system size, micro-batch and gradient
 accumulation on a log scale), at least ``MIN_BAND_PCT``, widened when the configuration lies outside what the
 table covers, each widening with its reason:
 
@@ -27,6 +27,7 @@ from ipuexp.calibration import CALIBRATION_DIR, family
 RESIDUALS = CALIBRATION_DIR / "residuals.csv"
 RESIDUAL_FIELDS = ("id", "family", "ipu", "ipus", "micro_batch", "grad_accum", "loo_error_pct")
 NEAREST = 3
+COVERAGE_K = 2.0
 MIN_BAND_PCT = 3.0
 NEW_FAMILY_FACTOR = 1.5
 SIZE_FACTOR = 0.5
@@ -95,11 +96,11 @@ def error_band(model: str, ipus: int, micro_batch: int, grad_accum: int, exclude
                          + (_log2(micro_batch, r.micro_batch) / _SCALE_MBS) ** 2
                          + (_log2(grad_accum, r.grad_accum) / _SCALE_GA) ** 2)
 
-    near = sorted(rows, key=distance)[:NEAREST]
-    pct = max(MIN_BAND_PCT, _rms([r.loo_error_pct for r in near]))
+    near = sorted(rows, key=lambda r: (r.family != fam, distance(r)))[:NEAREST]
+    pct = max(MIN_BAND_PCT, COVERAGE_K * _rms([r.loo_error_pct for r in near]))
     reasons = [f"leave-one-out residuals of {', '.join(r.id for r in near)}"]
     if fam not in {r.family for r in rows}:
-        pct = max(pct, _rms([r.loo_error_pct for r in rows])) * NEW_FAMILY_FACTOR
+        pct = max(pct, COVERAGE_K * _rms([r.loo_error_pct for r in rows])) * NEW_FAMILY_FACTOR
         reasons.append(f"no calibration row of the {fam} family")
     largest = max(r.ipus for r in rows)
     if ipus > largest:

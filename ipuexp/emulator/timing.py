@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from math import ceil
 from typing import Any, Dict, List
 
+from ipuexp.calibration.band import error_band
 from ipuexp.config.schema import option_value
 from ipuexp.emulator.collectives import (
     LinkRates,
@@ -284,8 +285,15 @@ def figures(a: StepAnalysis) -> ThroughputFigures:
 
 
 def estimate_throughput(plan: ExecutionPlan, graph: Graph) -> ThroughputFigures:
-    """Samples per second, step time, utilisation, bubble and time breakdown of one configuration."""
-    return figures(analyse(plan, graph))
+    """Samples per second (with its error band), step time, utilisation, bubble and time breakdown of one
+    configuration."""
+    out = figures(analyse(plan, graph))
+    band = error_band(graph.model, len(plan.ipus) * int(plan.options.replication_factor), plan.micro_batch_size,
+                      int(plan.options.gradient_accumulation))
+    if band is not None:
+        out.error_band_pct = band.pct
+        out.error_band_reasons = list(band.reasons)
+    return out
 
 
 def step_events(plan: ExecutionPlan, graph: Graph) -> List[Event]:
