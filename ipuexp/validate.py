@@ -399,6 +399,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--write", action="store_true", help="with --fit: write the calibration blocks")
     parser.add_argument("--no-loo", action="store_true", help="skip the leave-one-out refits")
     parser.add_argument("--csv", help="calibration table (default: conf/validate.yaml csv)")
+    parser.add_argument("--plot", help="save a predicted-vs-published plot (in sample and held out) to this PNG")
     args = parser.parse_args(argv)
     cfg = load_config()
     if args.csv:
@@ -411,6 +412,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"ipuexp.validate: {err}", file=sys.stderr)
         return 2
     print_report(report, cfg)
+    if args.plot:
+        plot(report, Path(args.plot))
     if args.fit:
         rows = [o.row.id for o in report.outcomes]
         for gen in GENERATIONS:
@@ -439,6 +442,46 @@ def gates(report: Report, cfg: ValidateConfig) -> Dict[str, bool]:
         out[f"published inside the LOO band for >= {cfg.min_in_band} rows"] = report.covered >= min(
             cfg.min_in_band, len(report.outcomes))
     return out
+
+
+def plot(report: Report, path: Path) -> None:
+    """Predicted against published samples/s per IPU, in sample and under each held-out mode, log-log."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 6))
+    markers = {"in-sample": ("o", "C0"), "leave-one-out": ("s", "C1"), "leave-one-family-out": ("^", "C2"),
+               "leave-one-size-out": ("D", "C3")}
+    for mode, (marker, colour) in markers.items():
+        xs, ys = [], []
+        for o in report.outcomes:
+            value = o.predicted if mode == "in-sample" else o.held_out.get(mode)
+            if value is not None:
+                ipus = max(o.row.ipus, 1)
+                xs.append(o.row.published / ipus)
+                ys.append(value / ipus)
+        ax.scatter(xs, ys, marker=marker, label=mode, alpha=0.8, s=30 if mode == "in-sample" else 45,
+                   facecolors=colour if mode == "in-sample" else "none", edgecolors=colour)
+    for o in report.outcomes:
+        ipus = max(o.row.ipus, 1)
+        ax.annotate(o.row.id.split("_")[0] + " " + o.row.system, (o.row.published / ipus, o.predicted / ipus),
+                    fontsize=7, xytext=(4, -8), textcoords="offset points")
+    lo = min(o.row.published / max(o.row.ipus, 1) for o in report.outcomes) / 1.5
+    hi = max(o.row.published / max(o.row.ipus, 1) for o in report.outcomes) * 1.5
+    ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+    for k in (0.85, 1.15):
+        ax.plot([lo, hi], [lo * k, hi * k], "k:", lw=0.6)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("published samples/s per IPU")
+    ax.set_ylabel("predicted samples/s per IPU")
+    ax.set_title("ipuexp calibration: predicted vs published (dotted: +-15%)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def exit_code(report: Report, cfg: ValidateConfig) -> int:
