@@ -383,7 +383,7 @@ def test_outlining_shares_the_code_of_identical_layers():
 def test_exchange_code_follows_the_ring_not_the_replica_count():
     from ipuexp.emulator.code_size import CodeUnits, code_bytes
 
-    # Seed-free statement of PopLibs' ring: a switch case per ring position while the fragment per tile is large
+    # PopLibs ring: a switch case per ring position while the fragment per tile is large
     # (code linear in the ring length, as the optimisation guide measured from 1 to 4 replicas) ...
     big = CodeUnits(ops=10, host_tensors=10, boundary_tensors=0, parameter_tensors=100,
                     parameter_elements=100_000_000, tiles=1472)
