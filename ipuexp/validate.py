@@ -318,8 +318,8 @@ def print_report(report: Report, cfg: ValidateConfig) -> None:
 
 _FIT_NOTES = {
     "amp_efficiency": "share of the AMP peak reached inside matmul/convolution vertices",
-    "vector_efficiency": "share of the tile load/store bandwidth reached by element-wise, norm and softmax "
-                         "vertices",
+    "vector_efficiency": "share of PopLibs' per-tile vector rate (emulator/cost.py VECTOR_BYTES_PER_CYCLE, from "
+                         "PerformanceEstimation.cpp) reached by the non-matmul vertices of every class",
     "compute_set_cycles": "cycles of one compute set on top of ipu.sync_cycles (supervisor start, worker "
                           "dispatch, vertex tail); also sets the fixed cost of a collective's ring step inside a "
                           "rack (ring_step_supersteps of them)",
@@ -353,10 +353,11 @@ def calibration_block(report: Report, generation: str, priors: Dict[str, Any], r
     fitted_here = generation in {o.row.ipu for o in report.outcomes}
     lines = [
         "calibration:",
-        "  # Constants of the cycle model (ipuexp/emulator/hardware.py Calibration). Fitted values come from",
-        "  # `python -m ipuexp.validate --fit`: scipy.optimize.least_squares on log(predicted / published) over the",
-        "  # rows of the calibration table (ipuexp/calibration/published-throughput.csv), log-parameterised within",
-        "  # physical bounds (ipuexp/validate.py FITTED). They are counted in cycles and shared by Mk2 and Bow:",
+        "  # Constants of the cycle model (ipuexp/plan/hardware.py Calibration). Fitted values come from",
+        "  # `python -m ipuexp.validate --fit`: scipy.optimize.least_squares (soft-L1 robust loss) on",
+        "  # log(predicted / published) over the rows of the calibration table",
+        "  # (ipuexp/calibration/published-throughput.csv), log-parameterised within physical bounds",
+        "  # (ipuexp/validate.py FITTED). They are counted in cycles (gw_step_latency_s in seconds) and shared by Mk2 and Bow:",
         "  # the same GC200 tile design (tiles, SRAM, AMP and exchange per cycle) at different clocks",
         "  # (docs/sources.md [b], [c], [d]), so one fit over the Mk2 and Bow rows serves both generations.",
         f"  # Rows fitted on: {', '.join(rows)}.",
@@ -367,7 +368,7 @@ def calibration_block(report: Report, generation: str, priors: Dict[str, Any], r
         loo = [c[name] for c in report.loo_constants.values() if name in c]
         spread = f"; leave-one-out refits {min(loo):.4g} to {max(loo):.4g}" if loo else ""
         where = "Fitted on all rows above" if fitted_here else "Not fitted here (carried over)"
-        lines.append(f"  # {name}: {_FIT_NOTES[name]}. {where}, least squares on log error{spread}.")
+        lines.append(f"  # {name}: {_FIT_NOTES[name]}. {where}, robust least squares on log error{spread}.")
         lines.append(f"  {name}: {value:g}")
     for name, value in priors.items():
         lines.append(f"  # {name}: {PRIOR_NOTES.get(name, 'prior, not fitted')}.")
