@@ -1,89 +1,118 @@
-"""The validation command: predicted vs published throughput for every calibration row, fit and exit codes."""
+"""The validation command: in-sample and held-out errors on the calibration table, error bands, fit, exit codes."""
 from __future__ import annotations
 
-import csv
 import shutil
 
 import pytest
 
 from ipuexp import validate as v
-from ipuexp.calibration import RUNS_DIR, TABLE, load_rows
+from ipuexp.calibration import RUNS_DIR, load_rows
+from ipuexp.calibration.band import Residual, error_band, load_residuals
 from ipuexp.config.store import CONF_DIR
 
-# The rows the configured constants were fitted on (their note in conf/ipu/*.yaml names them).
-FITTED_ROWS = ["bert_large_ph1_bow_pod16_tf2", "bert_base_ph1_bow_pod16_pytorch", "resnet50_bow_pod16_tf1",
-               "resnet50_mk2_pod16_tf1_mlperf11", "bert_large_ph2_sl384_bow_pod16_tf1"]
+# The row the model does not explain (docs/emulator.md, "ViT-B/16"): every gate is checked on the others, and the
+# test says how far off it is, so that a fix shows up here.
+UNEXPLAINED = "vit_b16_finetune_bow_pod16_pytorch"
 
 
 @pytest.fixture(scope="module")
-def fitted_table(tmp_path_factory):
-    """The shipped table cut to the rows the constants were fitted on."""
-    path = tmp_path_factory.mktemp("table") / "fitted.csv"
-    with open(TABLE, newline="") as f:
-        reader = csv.DictReader(f)
-        rows = [r for r in reader if r["id"] in FITTED_ROWS]
-        fields = reader.fieldnames
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
-
-
-@pytest.fixture(scope="module")
-def report(tmp_path_factory, fitted_table):
+def report(tmp_path_factory):
     cfg = v.load_config()
-    cfg.csv = str(fitted_table)
     cfg.cache_dir = str(tmp_path_factory.getbasetemp() / "captures")
     return cfg, v.run(cfg)
 
 
 def test_config_sets_the_thresholds():
     cfg = v.load_config()
-    assert cfg.mape_threshold == 10.0 and cfg.max_row_error == 20.0
+    assert (cfg.mape_threshold, cfg.max_row_error, cfg.loo_mape_threshold, cfg.held_out_worst) == (5, 15, 8, 15)
+    assert cfg.min_in_band == 7
     assert cfg.csv is None  # the table shipped with the package
 
 
-def test_every_row_has_a_configuration():
+def test_every_row_has_a_configuration_and_a_residual():
     rows = load_rows()
-    assert len(rows) >= 8 and set(FITTED_ROWS) <= {r.id for r in rows}
+    assert len(rows) >= 8 and {r.family for r in rows} == {"bert", "resnet", "vit"}
     for row in rows:
         assert (RUNS_DIR / f"{row.id}.yaml").exists()
+    assert {r.id for r in load_residuals()} == {r.id for r in rows}
+
+
+def test_at_most_five_fitted_constants():
+    assert len(v.FITTED) <= 5 and set(v.PRIORS) == set(v.FITTED)
 
 
 @pytest.mark.slow
-def test_calibrated_model_predicts_the_published_rows(report):
+def test_generalisation_on_the_full_table(report):
     cfg, rep = report
-    assert [o.row.id for o in rep.outcomes] == FITTED_ROWS
-    assert rep.mape <= 10.0
-    assert rep.worst <= 20.0
-    assert v.exit_code(rep, cfg) == 0
-    # Leave-one-out: each row predicted by constants fitted without it.
-    assert all(o.loo is not None for o in rep.outcomes)
-    assert rep.loo_mape <= 15.0
-    assert max(abs(o.loo_error) for o in rep.outcomes) <= 20.0
-    for consts in rep.loo_constants.values():
-        assert set(consts) == set(v.FITTED)
+    assert [o.row.id for o in rep.outcomes] == [r.id for r in load_rows()]
+    explained = [o for o in rep.outcomes if o.row.id != UNEXPLAINED]
+    sub = v.Report(explained, rep.constants, rep.loo_constants)
+    # In sample: every explained row within 6%, MAPE within the 5% gate.
+    assert sub.mape <= cfg.mape_threshold and sub.worst <= 6.0
+    # Leave-one-out: MAPE within the 8% gate, worst within 11%.
+    assert sub.mode_mape("leave-one-out") <= cfg.loo_mape_threshold
+    assert sub.mode_worst("leave-one-out") <= 11.0
+    # Leave-one-size-out and -family-out, measured (docs/emulator.md has the table).
+    assert sub.mode_worst("leave-one-size-out") <= 15.0
+    assert sub.mode_worst("leave-one-family-out") <= 25.0
+    # Error band: the published value is inside the band of the leave-one-out prediction for 7 of 8 rows.
+    assert rep.covered >= 7
+    # Every held-out fit refitted every constant.
+    for mode in v.MODES[1:]:
+        for consts in rep.held_out_constants[mode].values():
+            assert set(consts) == set(v.FITTED)
+    vit = next(o for o in rep.outcomes if o.row.id == UNEXPLAINED)
+    assert 30.0 < vit.error < 60.0  # the gap docs/emulator.md describes
 
 
 @pytest.mark.slow
-def test_configured_constants_are_the_fit(report, fitted_table):
-    # The constants in conf/ipu are the least-squares optimum: refitting from them does not move the error.
+def test_resnet_per_ipu_throughput_falls_with_the_system_like_the_published(report):
+    _, rep = report
+    by_id = {o.row.id: o for o in rep.outcomes}
+
+    def per_ipu(row_id: str, value: str) -> float:
+        o = by_id[row_id]
+        return (o.predicted if value == "predicted" else o.row.published) / o.row.ipus
+
+    base = "resnet50_mk2_pod16_tf1_mlperf11"
+    for big in ("resnet50_mk2_pod128_tf1_mlperf11", "resnet50_mk2_pod256_tf1_mlperf11"):
+        fall = {k: 100 * (1 - per_ipu(big, k) / per_ipu(base, k)) for k in ("predicted", "published")}
+        assert abs(fall["predicted"] - fall["published"]) <= 5.0, fall
+
+
+@pytest.mark.slow
+def test_configured_constants_are_the_fit(report):
+    # The constants in conf/ipu are the optimum: refitting from them does not improve the fit.
     cfg, rep = report
-    cases = v.prepare(load_rows(fitted_table), cfg.cache_dir)
+    cases = v.prepare(load_rows(), cfg.cache_dir)
     refit = v.fit(cases, rep.constants)
     errs = [abs(v.predict(c, refit) / c.row.published - 1) for c in cases]
     assert 100 * sum(errs) / len(errs) >= rep.mape - 0.3
 
 
+def test_error_band_widens_outside_the_calibration():
+    rows = [Residual("a", "bert", "bow", 16, 8, 2040, 2.0), Residual("b", "bert", "bow", 16, 32, 512, -4.0),
+            Residual("c", "resnet", "mk2", 16, 20, 10, 3.0), Residual("d", "resnet", "mk2", 128, 20, 2, 5.0)]
+    near = error_band("bert-large", 16, 8, 2000, residuals=rows)
+    assert near is not None and near.pct >= 3.0 and "leave-one-out residuals of a" in near.reasons[0]
+    new_family = error_band("gpt2-medium", 16, 8, 2000, residuals=rows)
+    larger = error_band("resnet50", 1024, 20, 2, residuals=rows)
+    far_batch = error_band("resnet50", 16, 256, 10, residuals=rows)
+    assert new_family.pct > near.pct and any("gpt" in r for r in new_family.reasons)
+    assert larger.pct > error_band("resnet50", 128, 20, 2, residuals=rows).pct
+    assert any("larger than any calibration row" in r for r in larger.reasons)
+    assert any("micro-batch 256" in r for r in far_batch.reasons)
+    assert error_band("bert", 16, 8, 2000, exclude="a", residuals=rows[:1]) is None
+
+
 def test_exit_code_follows_the_thresholds():
     row = v.Row("r", "bow", 100.0)
-    good = v.Report([v.Outcome(row, 105.0)], {})
+    good = v.Report([v.Outcome(row, 104.0)], {})
     bad_mape = v.Report([v.Outcome(row, 112.0)], {})
     cfg = v.ValidateConfig()
     assert v.exit_code(good, cfg) == 0
     assert v.exit_code(bad_mape, cfg) == 1
-    cfg.max_row_error = 4.0
+    cfg.max_row_error = 3.0
     assert v.exit_code(good, cfg) == 1
 
 

@@ -28,12 +28,37 @@ class Row:
     """Published samples per second over the whole system."""
     model: str = ""
     system: str = ""
+    ipus: int = 0
+    """IPUs of the whole system the row ran on."""
+    micro_batch: int = 0
+    grad_accum: int = 0
+
+    @property
+    def family(self) -> str:
+        return family(self.model)
+
+
+def family(model: str) -> str:
+    """Model family of a calibration row or a configured model name: bert, resnet, vit, gpt, or the name."""
+    name = model.lower().replace("-", "").replace("_", "")
+    for fam in ("bert", "resnet", "vit", "gpt"):
+        if name.startswith(fam):
+            return fam
+    return name or "unknown"
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(float(value))
+    except (TypeError, ValueError):
+        return 0
 
 
 def load_rows(path: Optional[Path] = None) -> List[Row]:
     """The rows of the calibration table (the shipped one unless ``path`` is given)."""
     with open(path or TABLE, newline="") as f:
-        return [Row(r["id"], r["ipu"], float(r["throughput_samples_per_s"]), r.get("model", ""), r.get("system", ""))
+        return [Row(r["id"], r["ipu"], float(r["throughput_samples_per_s"]), r.get("model", ""), r.get("system", ""),
+                    _int(r.get("ipus")), _int(r.get("micro_batch")), _int(r.get("grad_accum")))
                 for r in csv.DictReader(f)]
 
 

@@ -19,8 +19,15 @@ Units:
   data stream.
 * boundary tensors: global exchange code copies every tensor crossing to another IPU (each end counts one).
 * replicas: IPU optimisation guide section 4.3.1, replication "increases the exchange code, linearly with the
-  number of replicas": global exchange code grows by a fixed amount per parameter tensor per extra replica (the
-  reduction exchanges with every other replica). Table 4.1 shows control and internal exchange code growing too
+  number of replicas" (measured from 1 to 4 replicas). The collective is a ring over the replicas (PopLibs
+  ``ReplicatedCollectives.cpp``): each step selects the fragment for the IPU's ring position with a ``Switch`` of
+  one case per position (12 bytes of code per case, ``bytesPerCase = 3 * 4``), so that code grows with the ring
+  length, by a fixed amount per parameter tensor per ring position. PopLibs replaces the switch by a dynamic
+  slice of a sliceable copy of the gradient when the fragment a tile holds at one step is smaller than
+  ``SWITCH_BOUND_ELEMENTS`` elements (switch code per tile, 12 B x 8 expected calls per position, exceeds the
+  fragment per tile): then the code no longer grows with the ring, the cases are gone, and a gradient-sized
+  temporary takes their place during the collective. Global exchange code therefore depends on the collective
+  pattern (ring length and fragment per tile), not linearly on the total replica count. Table 4.1 shows control and internal exchange code growing too
   (the on-chip parts of the cross-replica reduction and of sharding); the guide does not say they grow with the
   replica count, and Graphcore ran one ResNet-50 program with 16, 64, 128 and 256 replicas (MLPerf Training v1.1
   Graphcore ResNet-50 configs.yml, ``mk2_resnet50_mlperf_pod*_lars``), which a per-replica growth like Table
@@ -74,6 +81,11 @@ GLOBAL_EXCHANGE_CODE_PER_REPLICA_TENSOR = (
     (TABLE_4_1_GLOBAL_EXCHANGE[1] - TABLE_4_1_GLOBAL_EXCHANGE[0]) / (_EXTRA * REF_PARAMETER_TENSORS))
 """Fitted: Table 4.1 global-exchange growth from 1 to 4 replicas / (3 extra replicas x parameter tensors)."""
 
+SWITCH_BOUND_ELEMENTS = 96
+"""PopLibs ``ReplicatedCollectives.cpp``: a switch case costs ``bytesPerCase = 3 * 4`` bytes and the heuristic
+expects ``expectedNumCollectiveCalls = 8``; below 12 x 8 = 96 fragment elements per tile a dynamic slice is
+cheaper than the switch."""
+
 SERIALISED_OP_UNITS = 2
 """Extra compute programs of a serialised product: its loop's dynamic slice and dynamic update (see docstring)."""
 
@@ -90,6 +102,26 @@ class CodeUnits:
     """Tensor copies to or from other IPUs of the replica."""
     parameter_tensors: int
     """Parameter tensors on the IPU (cross-replica reductions and sharding)."""
+    parameter_elements: int = 0
+    """Parameter elements on the IPU (the gradient the collective reduces)."""
+    tiles: int = 1472
+    """Tiles the gradient is spread over."""
+
+
+def ring_uses_switch(units: CodeUnits, replicas: int) -> bool:
+    """The ring's fragment per tile is large enough for PopLibs to select it with a switch (see the module
+    docstring); otherwise a dynamic slice of a sliceable copy of the gradient."""
+    if units.parameter_elements <= 0:
+        return True
+    return units.parameter_elements / (max(units.tiles, 1) * max(replicas, 1)) >= SWITCH_BOUND_ELEMENTS
+
+
+def ring_positions(units: CodeUnits, replicas: int, training: bool) -> int:
+    """Ring positions whose selection code the IPU holds for each parameter tensor: one case per other replica
+    with a switch; a single dynamic-slice program otherwise."""
+    if not training or replicas <= 1:
+        return 0
+    return replicas - 1 if ring_uses_switch(units, replicas) else 1
 
 
 CODE_CATEGORIES = ("control_code", "internal_exchange_code", "host_exchange_code", "global_exchange_code")
@@ -98,7 +130,7 @@ CODE_CATEGORIES = ("control_code", "internal_exchange_code", "host_exchange_code
 def code_bytes(units: CodeUnits, replicas: int, training: bool) -> Dict[str, int]:
     """Bytes of each code category of one IPU."""
     replicated = units.parameter_tensors if training and replicas > 1 else 0
-    extra = max(replicas - 1, 0) * units.parameter_tensors if training else 0
+    extra = ring_positions(units, replicas, training) * units.parameter_tensors
     return {
         "control_code": int(CONTROL_CODE_PER_OP * units.ops + CONTROL_CODE_PER_REPLICATED_TENSOR * replicated),
         "internal_exchange_code": int(INTERNAL_EXCHANGE_CODE_PER_OP * units.ops

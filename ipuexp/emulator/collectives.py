@@ -22,11 +22,13 @@ from ipuexp.plan.precision import IO_PRECISION_BYTES
 @dataclass(frozen=True)
 class LinkRates:
     ring_bytes_per_s: float
-    """What one IPU sends (and receives) per second on a ring over IPU-Links."""
-    gw_bytes_per_s_per_ipu: float
-    """GW-Link bandwidth of a machine divided among its IPUs (all cross racks at once)."""
+    """What one IPU sends (and receives) per second on a bidirectional ring over IPU-Links."""
+    gw_bytes_per_s: float
+    """GW-Link bandwidth of a machine per direction, divided among the rings that cross racks through it."""
     step_latency_s: float
-    """Synchronisation paid at every step of a ring."""
+    """Fixed cost of one ring step inside a rack: the step's supersteps, the cross-replica sync and its hops."""
+    gw_step_latency_s: float = 0.0
+    """Fixed cost of one ring step once the ring crosses a GW-Link between racks."""
 
 
 def ring_allreduce_s(nbytes: float, replicas: int, bytes_per_s: float, step_latency_s: float) -> float:
@@ -45,16 +47,24 @@ def ring_reduce_scatter_s(nbytes: float, replicas: int, bytes_per_s: float, step
     return (r - 1) / r * nbytes / bytes_per_s + (r - 1) * step_latency_s
 
 
+def ring_rates(racks: int, links: LinkRates) -> tuple:
+    """(bytes per second, seconds per step) of one flat ring over the replicas: inside one rack the IPU-Link
+    ring; once it spans racks, its slowest hop is a GW-Link, which bounds both."""
+    if racks <= 1:
+        return links.ring_bytes_per_s, links.step_latency_s
+    return (min(links.ring_bytes_per_s, links.gw_bytes_per_s),
+            max(links.step_latency_s, links.gw_step_latency_s))
+
+
 def allreduce_s(nbytes: float, replicas: int, racks: int, links: LinkRates) -> float:
-    """All-reduce across replicas; with several racks, hierarchical: reduce-scatter inside each rack over
-    IPU-Links, all-reduce of each shard between racks over GW-Links, all-gather inside the rack."""
+    """All-reduce across replicas as PopLibs runs it: one flat ring over every replica (ReplicatedCollectives.cpp
+    builds a RingTopology over all replicas and picks a meet-in-the-middle ring for more than 16 ranks), 2(R-1)
+    steps, each moving nbytes/R at the ring's bandwidth and paying its fixed step cost. Both grow with the
+    system: the bandwidth term saturates at 2 nbytes/B, the latency term grows with R, and a ring that spans racks
+    pays a GW-Link step."""
     racks = max(1, min(racks, replicas))
-    if racks == 1:
-        return ring_allreduce_s(nbytes, replicas, links.ring_bytes_per_s, links.step_latency_s)
-    inside = max(1, replicas // racks)
-    shard = nbytes / inside
-    return (2 * ring_reduce_scatter_s(nbytes, inside, links.ring_bytes_per_s, links.step_latency_s)
-            + ring_allreduce_s(shard, racks, links.gw_bytes_per_s_per_ipu, links.step_latency_s))
+    bw, step = ring_rates(racks, links)
+    return ring_allreduce_s(nbytes, replicas, bw, step)
 
 
 def sharded_update_collectives_s(grad_bytes: float, weight_bytes: float, replicas: int, racks: int,

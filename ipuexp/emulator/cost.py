@@ -11,7 +11,10 @@ operation costs
   guide sections 4.1 and 5.1). Plans are cached per shape and tile context, so a sweep re-plans nothing. AMP
   compute runs at the precision's rate; half partials double it and halve the partials' memory (IPU optimisation
   guide section 5.2).
-* element-wise, normalisation, softmax and the rest: bound by tile memory bandwidth.
+* non-matmul work, one explicit term per class (``vector_op_cycles``): element-wise (transcendentals with an
+  extra pass), normalisation (statistics in fp32, then normalise), softmax, reductions, copies and embedding
+  gathers, each as passes over its elements at PopLibs' per-tile vector rate, divided by the fitted
+  ``vector_efficiency``.
 * every superstep: the BSP sync plus a fixed compute-set cost.
 
 Backward costs come from the captured backward ops (about 2x forward, IPU optimisation guide section 5.3.2);
@@ -31,11 +34,40 @@ from ipuexp.plan.hardware import TileContext
 MAX_SERIAL_SPLIT = 64
 """Largest number of serial steps a plan may take to fit the memory proportion."""
 
-# Reads of the input per element for multi-pass vertices: layer/batch norm take statistics, then normalise;
-# softmax takes the max, then the exponent sum, then normalises.
-_READ_PASSES = {"norm": 2.0, "softmax": 3.0}
-# Supersteps per occurrence: a cross-tile statistic needs a reduction superstep before the element-wise one.
-_SUPERSTEPS = {"norm": 2, "softmax": 2, "reduction": 2}
+VECTOR_BYTES_PER_CYCLE = 8.0
+"""Bytes a tile moves per cycle in a vectorised fp16 pass that reads two operands and writes one (PopLibs
+``PerformanceEstimation.cpp``, ``getScaledArithmeticSupervisorCycleEstimate`` half/half: 3 worker cycles per 64-bit
+vector of 4 halves, 6 workers time-sliced, so 0.75 tile cycles per element, 24 bytes per 3 cycles). The
+47.5 TB/s load/store peak (24.3 B/cycle/tile, one cycle a vector) needs interleaved memory that compiled vertices
+rarely reach (Jia et al. 2019: compiler-generated loops reach about 1/4 of the load-bandwidth peak)."""
+
+# Passes over its elements (each a read-two-write-one vector pass at VECTOR_BYTES_PER_CYCLE) per op class, and
+# the supersteps of one occurrence. Sources: PopLibs vertex structure (PerformanceEstimation.cpp) and each op's
+# formula; the numbers are counts, not fits.
+_TRANSCENDENTAL = ("gelu", "exp", "tanh", "sigmoid", "erf", "log", "softplus", "silu", "pow", "rsqrt", "sqrt")
+_PASSES = {
+    "elementwise": 1.0,   # one vector pass over the output
+    "norm": 5.0,          # mean and variance in fp32 (2 passes at twice the fp16 cost) + normalise
+    "norm_bwd": 8.0,      # two reductions (fp32) + the input gradient and the parameter gradients
+    "softmax": 4.0,       # max, subtract-exp, sum, divide (fwd); bwd: product, sum, scaled subtract (3)
+    "softmax_bwd": 3.0,
+    "reduction": 1.0,     # one read pass of the input, partials then a final reduce
+    "data": 1.0,          # a copy (re-layout): read one, write one
+    "embedding": 1.5,     # multiSlice: ~1 cycle per element + per-row offsets (getMultiSliceCycleEstimate)
+    "other": 1.0,
+}
+TRANSCENDENTAL_PASSES = 1.0
+"""Extra pass of a transcendental (GELU, exp, tanh, ...): no public cycle figure; one more vector pass."""
+_SUPERSTEPS = {"norm": 2, "norm_bwd": 3, "softmax": 2, "softmax_bwd": 2, "reduction": 2, "embedding": 2}
+"""Supersteps per occurrence: a cross-tile statistic needs a reduction superstep before the element-wise one."""
+
+
+def vector_class(rec: "OpRecord") -> str:
+    """The non-matmul term an op record belongs to."""
+    kind = rec.kind if rec.kind in _PASSES else "other"
+    if kind in ("norm", "softmax") and (rec.phase == "bwd" or "backward" in rec.op):
+        return kind + "_bwd"
+    return kind
 
 
 @dataclass(frozen=True)
@@ -164,7 +196,7 @@ def plan_matmul(m: int, k: int, n: int, a_elems: float, b_elems: float, batch: i
     fits, the planner drops the bound (IPU optimisation guide section 5.1) and takes the plan needing the least
     temporary memory."""
     amp, red, exch, steps, temp, pm, pk, pn, serial = _plan_space(m, k, n, a_elems, b_elems, batch, _space_key(ctx))
-    compute = amp / ctx.amp_efficiency + red / (ctx.tile_bytes_per_cycle * ctx.vector_efficiency)
+    compute = amp / ctx.amp_efficiency + red / (VECTOR_BYTES_PER_CYCLE * ctx.vector_efficiency)
     exchange = exch + steps * (ctx.sync_cycles + ctx.compute_set_cycles)
     total = compute + exchange
     fit = temp <= ctx.amp_proportion * ctx.tile_memory_bytes
@@ -203,10 +235,23 @@ def op_cycles(rec: OpRecord, ctx: TileContext) -> Cycles:
         return Cycles(amp, count * (ctx.sync_cycles + ctx.compute_set_cycles))
     if rec.kind == "data" and rec.elements_written == 0:
         return Cycles()  # a view: no data moves
-    passes = _READ_PASSES.get(rec.kind, 1.0)
-    nbytes = (rec.elements_read * passes + rec.elements_written) * ctx.activation_bytes
-    compute = nbytes / (ctx.compute_tiles * ctx.tile_bytes_per_cycle * ctx.vector_efficiency)
-    steps = _SUPERSTEPS.get(rec.kind, 1) * count
+    return vector_op_cycles(rec, ctx)
+
+
+def vector_op_cycles(rec: OpRecord, ctx: TileContext) -> Cycles:
+    """Cycles of a non-matmul op record: its class's passes over its elements per tile at PopLibs' vector rate
+    (fp32 elements cost twice fp16), over the fitted ``vector_efficiency``, plus its supersteps."""
+    cls = vector_class(rec)
+    passes = _PASSES[cls]
+    if cls == "elementwise" and any(t in rec.op for t in _TRANSCENDENTAL):
+        passes += TRANSCENDENTAL_PASSES
+    # A reduction reads many elements to write few; everything else is counted on what it writes (or reads,
+    # for in-place ops that write nothing new).
+    elements = rec.elements_read if cls == "reduction" else max(rec.elements_written, rec.elements_read / 2)
+    # One pass moves 3 elements (two read, one written) per output element.
+    nbytes = 3.0 * elements * passes * ctx.activation_bytes
+    compute = nbytes / (ctx.compute_tiles * VECTOR_BYTES_PER_CYCLE * ctx.vector_efficiency)
+    steps = _SUPERSTEPS.get(cls, 1) * max(rec.count, 1)
     return Cycles(compute, steps * (ctx.sync_cycles + ctx.compute_set_cycles))
 
 
@@ -237,7 +282,8 @@ def blocks_cycles(blocks: Sequence[BlockCapture], ctx: TileContext,
 
 
 def vector_cycles(nbytes: float, ctx: TileContext, supersteps: int = 1) -> Cycles:
-    """A memory-bound pass over ``nbytes`` spread over the compute tiles (optimizer, gradient accumulation)."""
-    compute = nbytes / (ctx.compute_tiles * ctx.tile_bytes_per_cycle * ctx.vector_efficiency)
+    """Vector passes moving ``nbytes`` spread over the compute tiles (optimizer, gradient accumulation), at
+    PopLibs' vector rate over the fitted efficiency."""
+    compute = nbytes / (ctx.compute_tiles * VECTOR_BYTES_PER_CYCLE * ctx.vector_efficiency)
     return Cycles(compute, supersteps * (ctx.sync_cycles + ctx.compute_set_cycles))
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from ipuexp.config.schema import option_value
-from ipuexp.emulator.code_size import SERIALISED_OP_UNITS, CodeUnits, code_bytes
+from ipuexp.emulator.code_size import SERIALISED_OP_UNITS, CodeUnits, code_bytes, ring_uses_switch
 from ipuexp.emulator.oom import FailingIPU, oom_lines
 from ipuexp.emulator.stash import StageStash, own_saved_bytes, saved_bytes, segment_starts, stage_stash
 from ipuexp.emulator.temporary import matmul_temporary
@@ -252,6 +252,8 @@ def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: _Settings,
         host_tensors=tensors * host_copies + stream_tensors,
         boundary_tensors=_boundary_tensors(own, stages, s.training),
         parameter_tensors=tensors,
+        parameter_elements=sum(st.parameters for st in own),
+        tiles=s.tiles,
     )
     al.update(code_bytes(units, s.replicas, s.training))
 
@@ -346,7 +348,13 @@ def _steps(own: List[Stage], s: _Settings, recompute: bool, block_figs: Dict[int
     # Weight update, one tensor at a time: its update is computed in an fp32 temporary (4 bytes per element; fp16
     # weights are updated from fp32 arithmetic), its optimizer state streamed in when it lives off chip.
     update_stream = opt_streamed + (largest * wb if weights_streamed else 0) + (largest * wb if acc_streamed else 0)
-    steps.append(("weight update", {"gradients": grads, "temporary": largest * 4, "streamed": update_stream}))
+    # The gradient all-reduce runs before the update: with a dynamic-slice ring (fragment per tile below PopLibs'
+    # switch bound) the gradient is first copied into a sliceable tensor (emulator.code_size.ring_uses_switch).
+    params = sum(st.parameters for st in own)
+    ring = CodeUnits(0, 0, 0, 0, parameter_elements=params, tiles=s.tiles)
+    sliceable = params * wb if s.training and s.replicas > 1 and not ring_uses_switch(ring, s.replicas) else 0
+    steps.append(("weight update", {"gradients": grads, "temporary": max(largest * 4, sliceable),
+                                    "streamed": update_stream}))
     return steps
 
 def estimate_memory(plan: ExecutionPlan, graph: Graph) -> MemoryFigures:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from math import ceil
 from typing import Any, Dict, List
 
+from ipuexp.calibration.band import error_band
 from ipuexp.config.schema import option_value
 from ipuexp.emulator.collectives import (
     LinkRates,
@@ -31,6 +32,10 @@ from ipuexp.result import ThroughputFigures
 # Extra passes over weight and update for the layer-wise trust ratio (LAMB, LARS compute norms of both before
 # scaling the step).
 _NORM_PASSES = {"lamb": 2, "lars": 2}
+# Supersteps of the update of one parameter tensor: one per dependent pass of the optimizer's formula; LAMB and
+# LARS add a cross-tile reduction of each norm and the trust ratio before scaling the step (LAMB, You et al. 2019;
+# LARS, You et al. 2017; each norm is a PopLibs reduce: a partials superstep and a final one).
+OPTIMIZER_SUPERSTEPS = {"sgd": 1, "sgd_momentum": 2, "adam": 3, "adamw": 3, "lamb": 7, "lars": 6}
 
 
 @dataclass
@@ -110,7 +115,7 @@ def _weight_update_s(plan: ExecutionPlan, params: int, tensors: int, ctx: TileCo
     # Read and write the weight (plus the trust-ratio norm passes), read the accumulated gradient, read and write
     # each state tensor.
     per_param = (2 + _NORM_PASSES.get(name, 0)) * pb.weight + pb.weight + 2 * (first + second)
-    cycles = vector_cycles(shard * per_param, ctx, supersteps=2 * max(tensors, 1))
+    cycles = vector_cycles(shard * per_param, ctx, supersteps=OPTIMIZER_SUPERSTEPS.get(name, 2) * max(tensors, 1))
     seconds = cycles.total / r.clock_hz
     if not opts.tensor_locations.optimizer_state.on_chip:
         seconds += streaming_s(2.0 * shard * (first + second), r.streaming_memory_bytes_per_s)
@@ -119,19 +124,39 @@ def _weight_update_s(plan: ExecutionPlan, params: int, tensors: int, ctx: TileCo
     return seconds
 
 
+def link_rates(plan: ExecutionPlan) -> LinkRates:
+    """The links of a ring of replicas: bandwidth, and the fixed cost of one step inside a rack (the step's
+    supersteps, the cross-replica sync and its hops there and back) and across racks (fitted)."""
+    r = plan.rates
+    cal = r.calibration
+    superstep = (float(plan.ipu.sync_cycles) + cal.compute_set_cycles) / r.clock_hz
+    step = (cal.ring_step_supersteps * superstep + cal.global_sync_cycles / r.clock_hz
+            + 2 * r.ring_hops * cal.hop_latency_s)
+    rings_per_machine = max(1, min(len(plan.ipus), r.ipus_per_machine))
+    return LinkRates(ring_bytes_per_s=r.ring_bytes_per_s, gw_bytes_per_s=r.gw_link_bytes_per_s / rings_per_machine,
+                     step_latency_s=step, gw_step_latency_s=cal.gw_step_latency_s)
+
+
 def _collective_s(plan: ExecutionPlan, params: int) -> float:
     opts, r = plan.options, plan.rates
     replicas = int(opts.replication_factor)
     if replicas <= 1 or params == 0:
         return 0.0
     pb = plan.precision
-    links = LinkRates(ring_bytes_per_s=r.neighbour_link_bytes_per_s,
-                      gw_bytes_per_s_per_ipu=r.gw_link_bytes_per_s / max(r.ipus_per_machine, 1),
-                      step_latency_s=r.calibration.global_sync_cycles / r.clock_hz)
+    links = link_rates(plan)
+    racks = racks_spanned(plan)
     grad_bytes = params * pb.weight
     if opts.tensor_locations.optimizer_state.replicated_tensor_sharding:
-        return sharded_update_collectives_s(grad_bytes, params * pb.weight, replicas, r.num_racks, links)
-    return allreduce_s(grad_bytes, replicas, r.num_racks, links)
+        return sharded_update_collectives_s(grad_bytes, params * pb.weight, replicas, racks, links)
+    return allreduce_s(grad_bytes, replicas, racks, links)
+
+
+def racks_spanned(plan: ExecutionPlan) -> int:
+    """Racks the replicas occupy (64 IPUs a rack, replicas packed in order)."""
+    r = plan.rates
+    ipus = len(plan.ipus) * int(plan.options.replication_factor)
+    per_rack = max(1, int(plan.system.num_ipus) // r.num_racks)
+    return max(1, min(r.num_racks, ceil(ipus / per_rack)))
 
 
 def _io(plan: ExecutionPlan, graph: Graph, ctx0: TileContext) -> Dict[str, Any]:
@@ -164,7 +189,10 @@ def _io(plan: ExecutionPlan, graph: Graph, ctx0: TileContext) -> Dict[str, Any]:
         fetch = nbytes / (min(io_tiles, ctx0.compute_tiles) * ctx0.exchange_bytes_per_cycle)
         exposed += (fetch + ctx0.sync_cycles + ctx0.compute_set_cycles) / r.clock_hz
         overlap = True
-    per_instance = ceil(opts.replication_factor / max(int(opts.num_instances), 1))
+    # Each host process (PopRun instance) prepares the buffers of its replicas one after the other; every host
+    # server runs at least one process.
+    processes = max(int(opts.num_instances), 1, min(r.num_hosts, int(opts.replication_factor)))
+    per_instance = ceil(opts.replication_factor / processes)
     return dict(io_s=transfer, io_overlap=overlap, io_exposed_s=exposed, host_period_s=per_instance * latency)
 
 
@@ -257,8 +285,15 @@ def figures(a: StepAnalysis) -> ThroughputFigures:
 
 
 def estimate_throughput(plan: ExecutionPlan, graph: Graph) -> ThroughputFigures:
-    """Samples per second, step time, utilisation, bubble and time breakdown of one configuration."""
-    return figures(analyse(plan, graph))
+    """Samples per second (with its error band), step time, utilisation, bubble and time breakdown of one
+    configuration."""
+    out = figures(analyse(plan, graph))
+    band = error_band(graph.model, len(plan.ipus) * int(plan.options.replication_factor), plan.micro_batch_size,
+                      int(plan.options.gradient_accumulation))
+    if band is not None:
+        out.error_band_pct = band.pct
+        out.error_band_reasons = list(band.reasons)
+    return out
 
 
 def step_events(plan: ExecutionPlan, graph: Graph) -> List[Event]:

@@ -6,11 +6,16 @@ hardware number: this module only turns the configured figures into the units th
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, Mapping
 
 from ipuexp.config.schema import IPUHardware, SystemConfig, option_value
 from ipuexp.plan.precision import partials_bytes, precision_bytes
+
+
+RING_HOPS = {"ladder": 1, "2d_torus": 2}
+"""IPU-Link hops between ring neighbours per topology: PopLibs' ring over replicas (ReplicatedCollectives.cpp,
+RingTopology) walks a ladder in order and a torus in the interleaved order 0,7,1,6,... (two hops a step)."""
 
 
 @dataclass(frozen=True)
@@ -26,27 +31,38 @@ class Calibration:
     amp_grain: int
     """Input channels the AMP consumes per pass at 16-bit inputs (half at 32-bit); matmul K is padded to it."""
     links_per_neighbour: int
-    """IPU-Links between two neighbouring IPUs (inter-IPU copies, collective rings)."""
+    """IPU-Links between two neighbouring IPUs of a replica (inter-IPU copies of a pipeline)."""
     global_sync_cycles: float
-    """Cycles of one synchronisation across the IPUs of a pipeline (one per pipeline cycle)."""
+    """Cycles of one synchronisation across the IPUs of a pipeline (one per pipeline cycle) or of a ring."""
     host_latency_s: float
     """Seconds of one host round trip: paid per host call, and per stream copy when the host is not ahead."""
+    gw_step_latency_s: float = 0.0
+    """Seconds of one ring step of a collective whose slowest hop crosses a GW-Link between racks (gateway,
+    100 GbE RoCE hop and the cross-rack sync); the network's, not the tile clock's."""
+    ring_step_supersteps: int = 4
+    """Supersteps of one ring step of a collective inside a rack (slice, cross-replica copy, reduce, index)."""
+    hop_latency_s: float = 15e-9
+    """Seconds of one IPU-Link hop of a synchronisation signal (paid twice, there and back)."""
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], generation: str) -> "Calibration":
-        missing = [f.name for f in fields(cls) if f.name not in values]
+        missing = [f.name for f in fields(cls) if f.name not in values and f.default is MISSING]
         if missing:
             raise ValueError(f"ipu.calibration is missing {', '.join(missing)} for generation {generation!r}: "
                              f"see conf/ipu/{generation}.yaml")
         # YAML numbers may arrive as int or float; the annotation (a string here) names the wanted type.
-        cal = cls(**{f.name: (int if f.type == "int" else float)(values[f.name]) for f in fields(cls)})
+        cal = cls(**{f.name: (int if f.type == "int" else float)(values[f.name]) for f in fields(cls)
+                     if f.name in values})
         checks = {"amp_efficiency": (0 < cal.amp_efficiency <= 1, "in (0, 1]"),
                   "vector_efficiency": (0 < cal.vector_efficiency <= 1, "in (0, 1]"),
                   "compute_set_cycles": (cal.compute_set_cycles >= 0, ">= 0"),
                   "amp_grain": (cal.amp_grain >= 1, ">= 1"),
                   "links_per_neighbour": (cal.links_per_neighbour >= 1, ">= 1"),
                   "global_sync_cycles": (cal.global_sync_cycles >= 0, ">= 0"),
-                  "host_latency_s": (cal.host_latency_s >= 0, ">= 0")}
+                  "host_latency_s": (cal.host_latency_s >= 0, ">= 0"),
+                  "gw_step_latency_s": (cal.gw_step_latency_s >= 0, ">= 0"),
+                  "ring_step_supersteps": (cal.ring_step_supersteps >= 1, ">= 1"),
+                  "hop_latency_s": (cal.hop_latency_s >= 0, ">= 0")}
         for name, (ok, allowed) in checks.items():
             if not ok:
                 raise ValueError(f"ipu.calibration.{name}={getattr(cal, name)!r} is invalid: allowed {allowed}")
@@ -92,7 +108,16 @@ class Rates:
     peak_flops_per_ipu: float
     """Peak FP16.16 FLOP/s of one IPU (the system's upper bound)."""
     neighbour_link_bytes_per_s: float
-    """Bandwidth between two neighbouring IPUs (inter-IPU copies, ring collectives)."""
+    """Bandwidth between two neighbouring IPUs of a replica (inter-IPU copies of a pipeline)."""
+    link_bytes_per_s: float
+    """One IPU-Link, one direction."""
+    ring_bytes_per_s: float
+    """What one IPU moves per second on a bidirectional ring over IPU-Links (one link each way)."""
+    ring_hops: int
+    """IPU-Link hops between neighbours of a ring of replicas (topology: 1 on a ladder, 2 on a torus, whose
+    interleaved ring order 0,7,1,6,... skips the loopback cables)."""
+    num_hosts: int
+    """Host servers of the system (each runs at least one host process)."""
     host_link_bytes_per_s: float
     """Host link bandwidth of one IPU-Machine."""
     streaming_memory_bytes_per_s: float
@@ -121,13 +146,19 @@ def rates(ipu: IPUHardware, system: SystemConfig, io_tiles: int) -> Rates:
     cal = Calibration.from_mapping(ipu.calibration or {}, ipu.name)
     clock = float(ipu.clock_hz)
     tiles = int(ipu.tiles)
-    per_link = float(ipu.ipu_link_bytes_per_s) / max(int(ipu.ipu_links), 1)
+    # "IPU-Links bandwidth 320 GB/s" over 10 links counts both directions: 16 GB/s per link per direction
+    # (a PCIe Gen4 x8-class SerDes link, 15.75 GB/s each way).
+    per_link = float(ipu.ipu_link_bytes_per_s) / max(int(ipu.ipu_links), 1) / 2
     return Rates(
         clock_hz=clock,
         tiles=tiles,
         io_tiles=int(io_tiles),
         peak_flops_per_ipu=float(ipu.flops_per_cycle_per_tile_fp16) * tiles * clock,
         neighbour_link_bytes_per_s=per_link * cal.links_per_neighbour,
+        link_bytes_per_s=per_link,
+        ring_bytes_per_s=2 * per_link,
+        ring_hops=RING_HOPS.get(str(system.topology), 1),
+        num_hosts=max(1, int(system.num_hosts)),
         host_link_bytes_per_s=float(ipu.host_link_bytes_per_s),
         streaming_memory_bytes_per_s=float(ipu.streaming_memory_bytes_per_s),
         gw_link_bytes_per_s=float(system.gw_link_bytes_per_s),

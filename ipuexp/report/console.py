@@ -40,8 +40,11 @@ def print_result(result: Result) -> None:
     t = result.throughput
     if t is not None:
         util = ", ".join(f"{u:.0%}" for u in t.utilisation)
-        console.print(f"Throughput: {t.samples_per_s:,.1f} samples/s, step {t.step_time_s * 1e3:,.2f} ms, "
+        band = f" (+-{t.error_band_pct:.0f}%)" if t.error_band_pct is not None else ""
+        console.print(f"Throughput: {t.samples_per_s:,.0f} samples/s{band}, step {t.step_time_s * 1e3:,.2f} ms, "
                       f"bubble {t.bubble_fraction:.1%}, IPU utilisation {util}")
+        if t.error_band_reasons:
+            console.print("Error band: " + "; ".join(t.error_band_reasons), markup=False)
         parts = sorted(t.breakdown.items(), key=lambda kv: -kv[1])
         console.print("Step time: " + ", ".join(f"{k} {v / max(t.step_time_s, 1e-12):.1%}" for k, v in parts if v > 0))
     f = result.functional

@@ -14,7 +14,7 @@ from ipuexp.emulator.collectives import (
     streaming_s,
 )
 
-LINKS = LinkRates(ring_bytes_per_s=64e9, gw_bytes_per_s_per_ipu=25e9 / 4, step_latency_s=1e-6)
+LINKS = LinkRates(ring_bytes_per_s=32e9, gw_bytes_per_s=25e9, step_latency_s=5e-6, gw_step_latency_s=1e-5)
 
 
 def test_ring_allreduce_traffic():
@@ -36,6 +36,15 @@ def test_between_racks_over_gw_links_is_slower():
     two_racks = allreduce_s(1e9, 16, 2, LINKS)
     assert two_racks > one_rack
     assert allreduce_s(1e9, 1, 4, LINKS) == 0.0
+
+
+def test_flat_ring_latency_grows_with_the_system():
+    # PopLibs ReplicatedCollectives.cpp: one flat ring over all replicas, 2(R-1) steps each with a fixed cost.
+    small = allreduce_s(51e6, 16, 1, LINKS)
+    pod128 = allreduce_s(51e6, 128, 2, LINKS)
+    pod256 = allreduce_s(51e6, 256, 4, LINKS)
+    assert small < pod128 < pod256
+    assert pod256 - pod128 == pytest.approx(2 * 128 * 1e-5 + 2 * 51e6 / 25e9 * (1 / 128 - 1 / 256), rel=1e-6)
 
 
 def test_rts_moves_an_allreduce_worth_of_traffic():

@@ -47,14 +47,7 @@ def evaluate(exp, cache: str):
     return graph, stages, estimate_memory(build_plan(exp, stages), graph)
 
 
-# Known false out-of-memory: global exchange code is modelled as linear in the replica count, which over-counts at
-# 256 replicas. Strict, so the fix shows up here.
-KNOWN_FALSE_OOM = {"calib_resnet50_mk2_pod256_tf1_mlperf11"}
-
-
-@pytest.mark.parametrize("recipe", [pytest.param(r, marks=pytest.mark.xfail(strict=True, reason="exchange code "
-                                                 "linear in replicas")) if r in KNOWN_FALSE_OOM else r
-                                    for r in PUBLISHED])
+@pytest.mark.parametrize("recipe", PUBLISHED)
 def test_published_configurations_fit(recipe, cache_dir):
     exp = experiment(recipe)
     _, stages, mem = evaluate(exp, cache_dir)

@@ -1,0 +1,115 @@
+"""Error band of a throughput prediction, from the leave-one-out residuals of the calibration rows.
+
+``python -m ipuexp.validate --fit --write`` refits the constants without each calibration row, predicts the row,
+and writes the residual (percent) with the row's family, system size, micro-batch and gradient accumulation to
+``residuals.csv`` next to the table. A prediction's band is ``COVERAGE_K`` (2: about a 95% interval for a normal
+residual) times the root mean square of the residuals of the ``NEAREST`` most similar rows (rows of the same family first, then the closest system size, micro-batch and gradient
+accumulation on a log scale), at least ``MIN_BAND_PCT``, widened when the configuration lies outside what the
+table covers, each widening with its reason:
+
+* a model family with no calibration row: the band of the whole table, times ``NEW_FAMILY_FACTOR``;
+* a larger system than any row: ``+SIZE_FACTOR`` of the band per doubling beyond the largest;
+* micro-batch or gradient accumulation more than 2x outside the table's range: ``x RANGE_FACTOR`` each.
+
+Reading the residuals is cached: a band costs microseconds.
+"""
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+from ipuexp.calibration import CALIBRATION_DIR, family
+
+RESIDUALS = CALIBRATION_DIR / "residuals.csv"
+RESIDUAL_FIELDS = ("id", "family", "ipu", "ipus", "micro_batch", "grad_accum", "loo_error_pct")
+NEAREST = 3
+COVERAGE_K = 2.0
+MIN_BAND_PCT = 3.0
+NEW_FAMILY_FACTOR = 1.5
+SIZE_FACTOR = 0.5
+RANGE_FACTOR = 1.25
+# Distance scales (log2 units that count as one step of dissimilarity) and the cost of another family.
+_SCALE_IPUS, _SCALE_MBS, _SCALE_GA, _FAMILY_DISTANCE = 2.0, 1.5, 3.0, 2.0
+
+
+@dataclass(frozen=True)
+class Residual:
+    id: str
+    family: str
+    ipu: str
+    ipus: int
+    micro_batch: int
+    grad_accum: int
+    loo_error_pct: float
+
+
+@dataclass(frozen=True)
+class Band:
+    pct: float
+    """Half-width of the band, percent of the prediction."""
+    reasons: Tuple[str, ...]
+    """What the band rests on and why it was widened."""
+
+
+def write_residuals(rows: Sequence[Residual], path: Path = RESIDUALS) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(RESIDUAL_FIELDS)
+        for r in rows:
+            w.writerow([r.id, r.family, r.ipu, r.ipus, r.micro_batch, r.grad_accum, f"{r.loo_error_pct:.2f}"])
+    load_residuals.cache_clear()
+
+
+@lru_cache(maxsize=4)
+def load_residuals(path: Path = RESIDUALS) -> Tuple[Residual, ...]:
+    if not path.exists():
+        return ()
+    with open(path, newline="") as f:
+        return tuple(Residual(r["id"], r["family"], r["ipu"], int(r["ipus"]), int(r["micro_batch"]),
+                              int(r["grad_accum"]), float(r["loo_error_pct"])) for r in csv.DictReader(f))
+
+
+def _log2(a: float, b: float) -> float:
+    return math.log2(max(a, 1) / max(b, 1))
+
+
+def _rms(values: Sequence[float]) -> float:
+    return math.sqrt(sum(v * v for v in values) / len(values)) if values else 0.0
+
+
+def error_band(model: str, ipus: int, micro_batch: int, grad_accum: int, exclude: Optional[str] = None,
+               residuals: Optional[Sequence[Residual]] = None) -> Optional[Band]:
+    """Band of a prediction for ``model`` on ``ipus`` IPUs at this micro-batch and gradient accumulation (None
+    without residuals). ``exclude`` leaves a calibration row out (validation of the band itself)."""
+    rows: List[Residual] = [r for r in (load_residuals() if residuals is None else residuals) if r.id != exclude]
+    if not rows:
+        return None
+    fam = family(model)
+
+    def distance(r: Residual) -> float:
+        return math.sqrt((0.0 if r.family == fam else _FAMILY_DISTANCE) ** 2
+                         + (_log2(ipus, r.ipus) / _SCALE_IPUS) ** 2
+                         + (_log2(micro_batch, r.micro_batch) / _SCALE_MBS) ** 2
+                         + (_log2(grad_accum, r.grad_accum) / _SCALE_GA) ** 2)
+
+    near = sorted(rows, key=lambda r: (r.family != fam, distance(r)))[:NEAREST]
+    pct = max(MIN_BAND_PCT, COVERAGE_K * _rms([r.loo_error_pct for r in near]))
+    reasons = [f"leave-one-out residuals of {', '.join(r.id for r in near)}"]
+    if fam not in {r.family for r in rows}:
+        pct = max(pct, COVERAGE_K * _rms([r.loo_error_pct for r in rows])) * NEW_FAMILY_FACTOR
+        reasons.append(f"no calibration row of the {fam} family")
+    largest = max(r.ipus for r in rows)
+    if ipus > largest:
+        doublings = _log2(ipus, largest)
+        pct *= 1 + SIZE_FACTOR * doublings
+        reasons.append(f"{ipus} IPUs, larger than any calibration row ({largest})")
+    for name, value, seen in (("micro-batch", micro_batch, [r.micro_batch for r in rows]),
+                              ("gradient accumulation", grad_accum, [r.grad_accum for r in rows])):
+        if value < min(seen) / 2 or value > 2 * max(seen):
+            pct *= RANGE_FACTOR
+            reasons.append(f"{name} {value} outside the calibration's {min(seen)}..{max(seen)}")
+    return Band(pct, tuple(reasons))
