@@ -138,7 +138,7 @@ def link_rates(plan: ExecutionPlan) -> LinkRates:
 
 
 def _collective_s(plan: ExecutionPlan, params: int) -> float:
-    opts, r = plan.options, plan.rates
+    opts = plan.options
     replicas = int(opts.replication_factor)
     if replicas <= 1 or params == 0:
         return 0.0

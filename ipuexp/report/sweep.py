@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 THROUGHPUT = "throughput_samples_per_s"
+BAND = "error_band_pct"
 FUNCTIONAL_THROUGHPUT = "measured_samples_per_s"
 """Measured throughput of a functional run, used where the analytic figure is absent."""
 PEAK_MEMORY = "peak_ipu_memory_bytes"
@@ -39,6 +40,8 @@ class Point:
     fits: Optional[bool]
     """Every IPU within its memory; None when the run did not say."""
     start_time: int = 0
+    error_band_pct: Optional[float] = None
+    """+- percent of the predicted throughput (the emulator's error band), when the run logged one."""
 
 
 @dataclass
@@ -112,7 +115,7 @@ def _point(run: Any) -> Point:
         fits = run.data.tags["fits"] == "true"
     return Point(run_id=run.info.run_id, name=run.info.run_name or run.info.run_id[:8], params=dict(run.data.params),
                  throughput=throughput, peak_memory=m.get(PEAK_MEMORY), fits=fits,
-                 start_time=run.info.start_time)
+                 start_time=run.info.start_time, error_band_pct=m.get(BAND))
 
 
 def varying_options(points: List[Point]) -> List[str]:
@@ -160,7 +163,8 @@ def table(sweep: Sweep) -> Any:
             v = p.params.get(k)
             n = as_number(v)
             row[k] = n if n is not None and all(as_number(q.params.get(k)) is not None for q in sweep.points) else v
-        row.update({"fits": p.fits, "samples_per_s": p.throughput, "peak_ipu_memory_bytes": p.peak_memory,
+        row.update({"fits": p.fits, "samples_per_s": p.throughput, "error_band_pct": p.error_band_pct,
+                    "peak_ipu_memory_bytes": p.peak_memory,
                     "pareto": p.run_id in front, "run_id": p.run_id})
         rows.append(row)
     df = pd.DataFrame(rows)
@@ -189,6 +193,8 @@ def print_table(sweep: Sweep, console: Any = None) -> None:
     for _, row in df.iterrows():
         fits = {True: "yes", False: "[red]no[/red]"}.get(row["fits"], "?")
         tput = "-" if pd.isna(row["samples_per_s"]) else f"{row['samples_per_s']:,.1f}"
+        if not pd.isna(row["samples_per_s"]) and not pd.isna(row["error_band_pct"]):
+            tput += f" (+-{row['error_band_pct']:.0f}%)"
         mem = "-" if pd.isna(row["peak_ipu_memory_bytes"]) else f"{row['peak_ipu_memory_bytes'] / 1e6:,.1f} MB"
         t.add_row(*[_fmt(row[k]) for k in sweep.options], fits, tput, mem, "*" if row["pareto"] else "")
     (console or Console()).print(t)

@@ -29,6 +29,8 @@ METRICS = {
     "throughput_samples_per_s": "predicted samples per second of the whole system",
     "step_time_s": "predicted time of one weight update",
     "mfu": "model FLOPs utilisation: throughput over what the IPUs' peak FLOPs allow",
+    "error_band_pct": "prediction error band of the throughput, +- percent (from the calibration's leave-one-out "
+                      "residuals of the most similar runs)",
     "peak_ipu_memory_bytes": "memory of the fullest IPU of a replica",
     "ipu_headroom_bytes": "free memory of the fullest IPU (capacity minus its peak)",
     "peak_tile_memory_bytes": "memory of the fullest tile",
@@ -40,8 +42,7 @@ METRICS = {
 }
 """Every metric a run's result may give, what it means, and the order it is logged in: the store keeps that order,
 and MLflow's run comparison plots the first metric the runs share against their swept parameters (throughput).
-A figure the result lacks is not logged: analytic runs have no ``measured_samples_per_s``. A prediction error band joins as one more group in :func:`metrics` (and its
-names here) once :class:`~ipuexp.result.Result` carries one."""
+A figure the result lacks is not logged: analytic runs have no ``measured_samples_per_s``."""
 
 
 def params(data: Mapping[str, Any], swept_keys: Iterable[str] = (), overrides: Iterable[str] = ()) -> Dict[str, str]:
@@ -94,6 +95,8 @@ def _throughput(result: Result, _: Optional[int]) -> Dict[str, float]:
     out = {"throughput_samples_per_s": t.samples_per_s, "step_time_s": t.step_time_s}
     if 0 < t.peak_flops_bound_samples_per_s < float("inf"):
         out["mfu"] = t.samples_per_s / t.peak_flops_bound_samples_per_s
+    if t.error_band_pct is not None:
+        out["error_band_pct"] = t.error_band_pct
     return out
 
 

@@ -46,6 +46,15 @@ def test_metrics_are_the_headline_figures(make_result):
     assert names[0] == "throughput_samples_per_s"
 
 
+def test_error_band_follows_the_throughput(make_result):
+    result = make_result(throughput=800.0, ipu_bytes=500_000_000)
+    assert "error_band_pct" not in curated.metrics(result, TILE)
+    result.throughput.error_band_pct = 9.0
+    figures = curated.metrics(result, TILE)
+    assert figures["error_band_pct"] == 9.0
+    assert list(figures)[:3] == ["throughput_samples_per_s", "step_time_s", "error_band_pct"]
+
+
 def test_metrics_of_an_overflowing_or_functional_run(make_result):
     result = make_result(fits=False)
     result.memory.ipus[2].max_tile_bytes = TILE + 1000
