@@ -28,6 +28,7 @@ class Evaluation:
 
 def evaluate(exp: ExperimentConfig, cache_dir: Optional[str] = None, with_events: bool = False) -> Evaluation:
     """Run the analytic engine for a validated ExperimentConfig object; no files written."""
+    from ipuexp.calibration.band import error_band
     from ipuexp.emulator.memory import liveness_of, memory_figures, plan_ipus
     from ipuexp.emulator.model_figures import model_figures
     from ipuexp.emulator.timing import analyse
@@ -41,8 +42,13 @@ def evaluate(exp: ExperimentConfig, cache_dir: Optional[str] = None, with_events
     ipu_plans = plan_ipus(plan, graph)
     memory = memory_figures(ipu_plans, plan)
     step = analyse(plan, graph, record_events=with_events)
-    result = Result(recipe=exp.recipe, model=figures, fits=memory.fits, memory=memory,
-                    throughput=throughput_figures(step))
+    throughput = throughput_figures(step)
+    band = error_band(graph.model, len(plan.ipus) * plan.replicas, plan.micro_batch_size,
+                      int(exp.options.gradient_accumulation))
+    if band is not None:
+        throughput.error_band_pct = band.pct
+        throughput.error_band_reasons = list(band.reasons)
+    result = Result(recipe=exp.recipe, model=figures, fits=memory.fits, memory=memory, throughput=throughput)
     return Evaluation(result=result, liveness=liveness_of(ipu_plans), events=step.events)
 
 

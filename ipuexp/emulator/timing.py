@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from math import ceil
 from typing import Any, Dict, List
 
-from ipuexp.calibration.band import error_band
 from ipuexp.config.schema import option_value
 from ipuexp.emulator.collectives import (
     LinkRates,
@@ -285,15 +284,9 @@ def figures(a: StepAnalysis) -> ThroughputFigures:
 
 
 def estimate_throughput(plan: ExecutionPlan, graph: Graph) -> ThroughputFigures:
-    """Samples per second (with its error band), step time, utilisation, bubble and time breakdown of one
-    configuration."""
-    out = figures(analyse(plan, graph))
-    band = error_band(graph.model, len(plan.ipus) * int(plan.options.replication_factor), plan.micro_batch_size,
-                      int(plan.options.gradient_accumulation))
-    if band is not None:
-        out.error_band_pct = band.pct
-        out.error_band_reasons = list(band.reasons)
-    return out
+    """Samples per second, step time, utilisation, bubble and time breakdown of one configuration (the error band
+    is the job's to add: ``ipuexp.app.evaluate``, from the calibration's residuals)."""
+    return figures(analyse(plan, graph))
 
 
 def step_events(plan: ExecutionPlan, graph: Graph) -> List[Event]:
