@@ -6,6 +6,7 @@ import shutil
 import pytest
 
 from ipuexp import validate as v
+from ipuexp import validate_notes
 from ipuexp.calibration import RUNS_DIR, load_rows
 from ipuexp.calibration.band import Residual, error_band, load_residuals
 from ipuexp.config.store import CONF_DIR
@@ -128,7 +129,7 @@ def test_calibration_block_carries_a_note_per_constant(tmp_path, monkeypatch):
     # --write replaces only the closing calibration block.
     conf = tmp_path / "conf"
     shutil.copytree(CONF_DIR, conf)
-    monkeypatch.setattr(v, "CONF_DIR", conf)
+    monkeypatch.setattr(validate_notes, "CONF_DIR", conf)  # where write_block reads the configs
     before = (conf / "ipu" / "bow.yaml").read_text()
     v.write_block("bow", text)
     after = (conf / "ipu" / "bow.yaml").read_text()
