@@ -25,7 +25,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from ipuexp.config.schema import PartialsType, Schedule
-    from ipuexp.plan.execution import build_plan
+    from ipuexp.execution.execution import build_plan
     from ipuexp.emulator.timing import estimate_throughput
     from ipuexp.graph.capture import capture
     from ipuexp.graph.stages import assign_stages

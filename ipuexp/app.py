@@ -33,7 +33,7 @@ def evaluate(exp: ExperimentConfig, cache_dir: Optional[str] = None, with_events
     from ipuexp.emulator.model_figures import model_figures
     from ipuexp.emulator.timing import analyse
     from ipuexp.emulator.timing import figures as throughput_figures
-    from ipuexp.plan.execution import plan_for
+    from ipuexp.execution.execution import plan_for
     from ipuexp.runner.captures import capture
 
     graph = capture(exp.model, exp.data.micro_batch_size, cache_dir=cache_dir or exp.engine.cache_dir)

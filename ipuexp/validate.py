@@ -22,7 +22,7 @@ from ipuexp.validate_notes import calibration_block, plot, priors, write_block
 
 if TYPE_CHECKING:
     from ipuexp.graph.types import Graph
-    from ipuexp.plan.execution import ExecutionPlan
+    from ipuexp.execution.execution import ExecutionPlan
 
 FITTED: Dict[str, Tuple[float, float]] = {
     "amp_efficiency": (0.05, 1.0),
@@ -172,7 +172,7 @@ def load_config(path: Optional[Path] = None) -> ValidateConfig:
 
 def prepare(rows: Sequence[Row], cache_dir: Optional[str] = None) -> List[Case]:
     from ipuexp.graph.capture import capture
-    from ipuexp.plan.execution import plan_for
+    from ipuexp.execution.execution import plan_for
 
     cases = []
     for row in rows:

@@ -46,7 +46,7 @@ def calibration_block(report: Any, generation: str, priors: Dict[str, Any], rows
     fitted_here = generation in {o.row.ipu for o in report.outcomes}
     lines = [
         "calibration:",
-        "  # Constants of the cycle model (ipuexp/plan/hardware.py Calibration). Fitted values come from",
+        "  # Constants of the cycle model (ipuexp/execution/hardware.py Calibration). Fitted values come from",
         "  # `python -m ipuexp.validate --fit`: scipy.optimize.least_squares (soft-L1 robust loss) on",
         "  # log(predicted / published) over the rows of the calibration table",
         "  # (ipuexp/calibration/published-throughput.csv), log-parameterised within physical bounds",

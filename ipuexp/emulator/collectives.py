@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import ceil
 
-from ipuexp.plan.precision import IO_PRECISION_BYTES
+from ipuexp.execution.precision import IO_PRECISION_BYTES
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from typing import Any, Dict, Sequence, Tuple
 import numpy as np
 
 from ipuexp.graph.types import BlockCapture, OpRecord
-from ipuexp.plan.hardware import TileContext
+from ipuexp.execution.hardware import TileContext
 
 MAX_SERIAL_SPLIT = 64
 """Largest number of serial steps a plan may take to fit the memory proportion."""

@@ -32,8 +32,8 @@ from ipuexp.emulator.temporary import matmul_temporary
 from ipuexp.emulator.tiles import TileLoad, tile0_excess, tile_load
 from ipuexp.emulator.variables import OPTIMIZER_STATES, place, state_bytes
 from ipuexp.graph.types import BlockCapture, Graph, Stage, TensorInfo
-from ipuexp.plan.execution import ExecutionPlan, tile_context
-from ipuexp.plan.precision import IO_PRECISION_BYTES, float_elements, is_float, tensor_bytes
+from ipuexp.execution.execution import ExecutionPlan, tile_context
+from ipuexp.execution.precision import IO_PRECISION_BYTES, float_elements, is_float, tensor_bytes
 from ipuexp.result import IPUMemory, MemoryFigures
 
 ALWAYS_LIVE = ("weights", "gradient_accumulators", "optimizer_state", "stash", "host_io_buffers", "control_code",

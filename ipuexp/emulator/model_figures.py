@@ -5,7 +5,7 @@ from typing import Dict, List, Sequence
 
 from ipuexp.emulator.stash import stage_stash
 from ipuexp.graph.types import Graph, Stage
-from ipuexp.plan.precision import precision_bytes, tensor_bytes
+from ipuexp.execution.precision import precision_bytes, tensor_bytes
 from ipuexp.result import IPUModelFigures, ModelFigures
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Sequence
 
 from ipuexp.config.schema import option_value
-from ipuexp.plan.execution import ExecutionPlan
+from ipuexp.execution.execution import ExecutionPlan
 
 BATCH_CATEGORIES = ("stash", "activations", "temporary", "host_io_buffers")
 """Categories that scale with the micro-batch (IPU optimisation guide section 3.4.4)."""

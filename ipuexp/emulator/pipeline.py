@@ -4,7 +4,7 @@ A pipelined program runs in pipeline cycles: in each cycle every IPU executes th
 all IPUs synchronise and copy the tensors crossing stage boundaries over the IPU-Links (so the longest IPU bounds
 the cycle: IPU optimisation guide section 4.2; PopTorch pipelining tutorial, "the execution time of the longest
 stage determines the duration of one step"). Which passes fall in which cycle is the schedule, and only
-``ipuexp.plan.schedule`` knows it; this module times the cycles.
+``ipuexp.execution.schedule`` knows it; this module times the cycles.
 
 Ramp-up and ramp-down fall out of which passes are active. Between the cycles where a pass starts or ends its run
 of micro-batches, the cycles repeat with the schedule's period, so each such segment is simulated for one period
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from ipuexp.plan.schedule import FWD, Slot, active, slots, total_cycles
+from ipuexp.execution.schedule import FWD, Slot, active, slots, total_cycles
 
 CATEGORIES = ("compute", "recompute", "exchange", "host_io")
 

@@ -1,5 +1,5 @@
 """Stash FIFOs: what one entry of a pipeline stage's stash holds (how many entries, the FIFO depth, is the
-schedule's: ``ipuexp.plan.schedule.stash_depth``).
+schedule's: ``ipuexp.execution.schedule.stash_depth``).
 
 IPU optimisation guide section 5.3.2 and TF2 IPU guide section 5.1.5: with recomputation only the recomputation
 checkpoints are stashed (a pipeline stage's input is always one, PopTorch adds one per
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import List, Sequence
 
 from ipuexp.graph.types import BlockCapture
-from ipuexp.plan.precision import tensor_bytes
+from ipuexp.execution.precision import tensor_bytes
 
 
 def segment_starts(blocks: Sequence[BlockCapture], every_layer: bool) -> List[int]:

@@ -23,9 +23,9 @@ from ipuexp.emulator.pipeline import Event, PipelineResult, PipelineSpec, StageW
 from ipuexp.emulator.stash import stage_stash
 from ipuexp.emulator.variables import OPTIMIZER_STATES, state_bytes
 from ipuexp.graph.types import Graph, Stage
-from ipuexp.plan.execution import ExecutionPlan, tile_context
-from ipuexp.plan.hardware import TileContext
-from ipuexp.plan.precision import float_elements, tensor_bytes
+from ipuexp.execution.execution import ExecutionPlan, tile_context
+from ipuexp.execution.hardware import TileContext
+from ipuexp.execution.precision import float_elements, tensor_bytes
 from ipuexp.result import ThroughputFigures
 
 # Extra passes over weight and update for the layer-wise trust ratio (LAMB, LARS compute norms of both before

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from ipuexp.plan.schedule import BWD, Event, events
+from ipuexp.execution.schedule import BWD, Event, events
 from ipuexp.training.optim import build_optimizer, round_state_to_half
 from ipuexp.training.plan import TrainingPlan
 from ipuexp.training.precision import LossScaler, to_half

@@ -37,7 +37,7 @@ class PrecisionPolicy:
 
     @classmethod
     def from_options(cls, precision: str, stochastic_rounding: bool = False) -> "PrecisionPolicy":
-        from ipuexp.plan.precision import precision_bytes
+        from ipuexp.execution.precision import precision_bytes
 
         assert str(precision) in ("16.16", "16.32", "32.32"), precision  # validated with the config
         b = precision_bytes(str(precision))

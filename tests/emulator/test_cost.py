@@ -10,8 +10,8 @@ from ipuexp.config.schema import ExperimentConfig, IPUHardware, PartialsType
 from ipuexp.config.store import CONF_DIR
 from ipuexp.emulator.cost import block_cycles, op_cycles, plan_matmul
 from ipuexp.graph.types import BlockCapture, OpRecord, Stage, TensorInfo
-from ipuexp.plan.execution import build_plan, tile_context
-from ipuexp.plan.hardware import Calibration, rates
+from ipuexp.execution.execution import build_plan, tile_context
+from ipuexp.execution.hardware import Calibration, rates
 
 
 def hardware(gen: str = "bow") -> IPUHardware:

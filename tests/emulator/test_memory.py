@@ -18,9 +18,9 @@ from ipuexp.emulator.tiles import tile_load
 from ipuexp.emulator.variables import elements_at_least, place, state_bytes
 from ipuexp.graph.stages import assign_stages
 from ipuexp.graph.types import BlockCapture, Graph, OpRecord, Stage, TensorInfo
-from ipuexp.plan.execution import amp_for_ipu, build_plan, tile_context
-from ipuexp.plan.schedule import events, max_in_flight, recomputation_active
-from ipuexp.plan.schedule import stash_depth as fifo_depth
+from ipuexp.execution.execution import amp_for_ipu, build_plan, tile_context
+from ipuexp.execution.schedule import events, max_in_flight, recomputation_active
+from ipuexp.execution.schedule import stash_depth as fifo_depth
 
 H = 256  # hidden size of the toy transformer-like layer
 S = 64   # tokens per sample

@@ -12,7 +12,7 @@ from ipuexp.emulator import code_size
 from ipuexp.emulator.memory import estimate_memory, plan_ipus
 from ipuexp.graph.capture import capture
 from ipuexp.graph.stages import assign_stages
-from ipuexp.plan.execution import build_plan
+from ipuexp.execution.execution import build_plan
 
 pytestmark = pytest.mark.slow  # captures BERT, GPT-2, ResNet-50 and ViT on meta tensors (seconds each)
 

@@ -9,7 +9,7 @@ from ipuexp.config.store import CONF_DIR
 from ipuexp.emulator.timing import analyse, estimate_throughput, step_events
 from ipuexp.graph.stages import assign_stages
 from ipuexp.graph.types import BlockCapture, Graph, OpRecord, TensorInfo
-from ipuexp.plan.execution import build_plan
+from ipuexp.execution.execution import build_plan
 
 S = 128  # tokens per sample
 

@@ -10,7 +10,7 @@ from ipuexp.config.store import recipe_names
 from ipuexp.emulator.timing import estimate_throughput
 from ipuexp.graph.capture import capture
 from ipuexp.graph.stages import assign_stages
-from ipuexp.plan.execution import build_plan
+from ipuexp.execution.execution import build_plan
 
 pytestmark = pytest.mark.slow
 

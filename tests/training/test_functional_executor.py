@@ -6,7 +6,7 @@ import pytest
 import torch
 from functional_fixtures import call_batch, executor, tiny_data, tiny_model, train, weights
 
-from ipuexp.plan.schedule import stash_depth
+from ipuexp.execution.schedule import stash_depth
 
 
 def max_diff(a, b):
@@ -47,7 +47,7 @@ def test_schedules_give_the_same_weights(data, layers_per_ipu):
 @pytest.mark.parametrize("schedule", ["grouped", "interleaved", "sequential"])
 def test_measured_stash_is_the_memory_models(data, schedule, layers_per_ipu):
     """The micro-batches each stage really held between its forward and backward are the stash FIFO depths the
-    memory model charges (``ipuexp.plan.schedule.stash_depth``)."""
+    memory model charges (``ipuexp.execution.schedule.stash_depth``)."""
     ex = executor(schedule=schedule, layers_per_ipu=layers_per_ipu, ga=12, di=1)
     train(ex, data, 1)
     stages = ex.plan.num_stages

@@ -21,9 +21,9 @@ from ipuexp.config.schema import (
     option_value,
 )
 from ipuexp.graph.types import Graph, Stage
-from ipuexp.plan.hardware import Rates, TileContext, amp_flops_per_cycle, rates
-from ipuexp.plan.precision import PrecisionBytes, partials_bytes, precision_bytes
-from ipuexp.plan.schedule import recomputation_active, stage_recomputes, stash_depth
+from ipuexp.execution.hardware import Rates, TileContext, amp_flops_per_cycle, rates
+from ipuexp.execution.precision import PrecisionBytes, partials_bytes, precision_bytes
+from ipuexp.execution.schedule import recomputation_active, stage_recomputes, stash_depth
 
 
 @dataclass(frozen=True)

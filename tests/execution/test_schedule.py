@@ -5,7 +5,7 @@ import itertools
 
 import pytest
 
-from ipuexp.plan.schedule import BWD, FWD, SCHEDULES, events, max_in_flight, slots, stash_depth
+from ipuexp.execution.schedule import BWD, FWD, SCHEDULES, events, max_in_flight, slots, stash_depth
 
 SHAPES = [(1, 1), (1, 5), (2, 1), (4, 10), (4, 3), (5, 16), (3, 7)]
 

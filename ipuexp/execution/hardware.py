@@ -10,7 +10,7 @@ from dataclasses import MISSING, dataclass, fields
 from typing import Any, Mapping
 
 from ipuexp.config.schema import IPUHardware, SystemConfig, option_value
-from ipuexp.plan.precision import partials_bytes, precision_bytes
+from ipuexp.execution.precision import partials_bytes, precision_bytes
 
 
 RING_HOPS = {"ladder": 1, "2d_torus": 2}
