@@ -1,0 +1,64 @@
+"""The user's own recipes: YAML files in a folder of the launch directory, selected as ``+recipe=NAME``.
+
+Recipes written by ``python -m ipuexp.recipes import`` and ``python -m ipuexp.plan --write-recipe`` go to
+``./recipes/NAME.yaml`` (or ``$IPUEXP_RECIPE_DIR``). Hydra finds them through the ``ipuexp-recipes://`` config
+source (``hydra_plugins/ipuexp_recipes``), after the package's own recipes, so a packaged name cannot be shadowed:
+writing one is refused instead.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ipuexp.config.errors import ConfigError
+
+ENV_VAR = "IPUEXP_RECIPE_DIR"
+DEFAULT_DIR = "recipes"
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+
+
+def user_recipe_dir() -> Path:
+    """``$IPUEXP_RECIPE_DIR``, else ``./recipes`` of the current directory (absolute)."""
+    env = os.environ.get(ENV_VAR)
+    return Path(env).expanduser().resolve() if env else (Path.cwd() / DEFAULT_DIR).resolve()
+
+
+def user_recipe_names() -> list[str]:
+    folder = user_recipe_dir()
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def recipe_path(name: str, packaged: Sequence[str]) -> Path:
+    """Where recipe ``name`` is written; a bad or packaged name is a ConfigError."""
+    if not _NAME.match(name):
+        raise ConfigError("recipe name", name, "not allowed; allowed: letters, digits, '_' and '-', "
+                          "starting with a letter or '_'")
+    if name in packaged:
+        raise ConfigError("recipe name", name, f"a packaged recipe; allowed: a name not in {', '.join(packaged)}")
+    return user_recipe_dir() / f"{name}.yaml"
+
+
+def render_recipe(body: Mapping[str, Any], header: Sequence[str] = ()) -> str:
+    """The YAML text of a recipe: Hydra's global-package header, comment lines, then ``body``."""
+    from omegaconf import OmegaConf
+
+    lines = ["# @package _global_"] + [f"# {h}" if h else "#" for h in header]
+    return "\n".join(lines) + "\n" + OmegaConf.to_yaml(OmegaConf.create(dict(body)))
+
+
+def write_recipe(name: str, body: Mapping[str, Any], header: Sequence[str] = (), overwrite: bool = False) -> Path:
+    """Write ``body`` (a mapping of config keys, ``defaults`` included) as ``<user_recipe_dir>/NAME.yaml``.
+
+    ``header`` lines become comments under the package header (where the recipe came from). An existing file is
+    kept unless ``overwrite``; the path written is returned.
+    """
+    from ipuexp.config.store import recipe_names
+
+    path = recipe_path(name, recipe_names())
+    if path.exists() and not overwrite:
+        raise ConfigError("recipe name", name, f"{path} exists; allowed: another name, or overwrite it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_recipe(body, header), encoding="utf-8")
+    return path
