@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 
 def option_value(x: Any) -> str:
@@ -317,11 +317,30 @@ class ReportConfig:
 
 
 @dataclass
+class HFModelConfig:
+    """A Transformers model built from its ``config.json`` on meta tensors (``model.name=hf``, extra ``.[hf]``)."""
+
+    config: Optional[str] = None
+    """A config.json file or a folder holding one, a model id in the local Hugging Face cache, or a shipped
+    configuration (bert-base-uncased, bert-large-uncased, roberta-large, gpt2-medium, gpt2-large,
+    vit-base-patch16-224, TinyLlama-1.1B-Chat-v1.0). Nothing is downloaded."""
+    task: str = "pretraining"
+    """pretraining (the architecture's objective: BERT masked LM + next sentence, RoBERTa masked LM, GPT-2 and
+    Llama causal LM), masked-lm, causal-lm or classification (sequence or image)."""
+    config_overrides: Dict[str, Any] = field(default_factory=dict)
+    """Attributes set on the configuration after reading it, e.g. ``{attention_probs_dropout_prob: 0.0}`` (as the
+    ``--config_overrides`` of Transformers' training scripts)."""
+    ipu_config: Optional[str] = None
+    """An Optimum Graphcore ``ipu_config.json`` (file, folder or model id) whose IPU options apply to the run."""
+
+
+@dataclass
 class ModelConfig:
     """A model: a zoo name or a Hydra ``_target_`` for the user's own ``ipuexp.PipelinedModel`` factory."""
 
     name: str = "bert"
-    """Zoo model family (bert, gpt2, vit, resnet50, mnist_cnn) or ``custom`` with ``_target_``."""
+    """Zoo model family (bert, gpt2, vit, resnet50, mnist_cnn), ``hf`` (a Transformers model, see ``hf``) or
+    ``custom`` with ``target``."""
     size: str = "large"
     """Zoo variant (e.g. large, base, medium, b16, 50, tutorial)."""
     sequence_length: int = 128
@@ -336,6 +355,9 @@ class ModelConfig:
     """Override the variant's vocabulary size."""
     target: Optional[str] = None
     """Dotted path of a callable returning an ``ipuexp.PipelinedModel`` (name=custom)."""
+    hf: HFModelConfig = field(default_factory=HFModelConfig)
+    """The Transformers model (name=hf); ``num_layers``, ``vocab_size``, ``num_classes``, ``sequence_length`` and
+    ``image_size`` apply to it too."""
 
 
 @dataclass

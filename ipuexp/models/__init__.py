@@ -10,6 +10,8 @@ import importlib
 import inspect
 from typing import Any, Callable
 
+from ipuexp.models.hf_source import HF
+from ipuexp.models.hf_source import num_layers as num_hf_layers
 from ipuexp.models.variants import CUSTOM, VARIANTS, resolve
 
 __all__ = ["build_model", "zoo_layers", "load_target", "VARIANTS", "Block", "PipelinedModel", "InputSpec"]
@@ -75,6 +77,10 @@ def build_model(model_cfg: Any) -> Any:
     """
     if str(getattr(model_cfg, "name", "")) == CUSTOM:
         return _build_custom(model_cfg)
+    if str(getattr(model_cfg, "name", "")) == HF:
+        from ipuexp.models.hf import build_hf  # imports Transformers: only for model.name=hf
+
+        return build_hf(model_cfg)
     variant = resolve(model_cfg)
     module_name, fn_name = _BUILDERS[variant.family]
     builder = getattr(importlib.import_module(module_name), fn_name)
@@ -92,9 +98,11 @@ def __getattr__(name: str) -> Any:
 def zoo_layers(model_cfg: Any) -> int:
     """Number of ``is_layer`` blocks of the configured model.
 
-    Zoo models come from the table above without importing torch; a custom model is built on the meta device
-    (importing torch) and its layer blocks are counted.
+    Zoo models come from the table above without importing torch, Transformers models from their config.json;
+    a custom model is built on the meta device (importing torch) and its layer blocks are counted.
     """
+    if str(getattr(model_cfg, "name", "")) == HF:
+        return num_hf_layers(model_cfg)
     if str(getattr(model_cfg, "name", "")) == CUSTOM:
         import torch
 

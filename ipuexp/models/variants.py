@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
+from ipuexp.models.hf_source import HF
+
 # BERT: Devlin et al. 2019, "BERT", section 3 (L/H/A and 4H feed-forward); vocabulary 30522, 512 positions and
 # 2 token types from Graphcore's configs_pretraining.yml (vocab_size) and the Google checkpoints.
 # GPT-2: Radford et al. 2019, table 2 (layers, d_model); vocabulary 50257 and 1024 positions from the same paper.
@@ -76,10 +78,10 @@ def _positive(key: str, value: Any) -> int:
 def resolve(model_cfg: Any) -> Variant:
     """Check ``model_cfg`` against the zoo and return its hyper-parameters (no torch import)."""
     name = str(getattr(model_cfg, "name", ""))
-    if name == CUSTOM:
-        raise ValueError("model.name: 'custom' has no zoo variant; build it with ipuexp.models.build_model")
+    if name in (CUSTOM, HF):
+        raise ValueError(f"model.name: {name!r} has no zoo variant; build it with ipuexp.models.build_model")
     if name not in VARIANTS:
-        raise _bad("model.name", name, ", ".join([*VARIANTS, CUSTOM]))
+        raise _bad("model.name", name, ", ".join([*VARIANTS, HF, CUSTOM]))
     size = str(getattr(model_cfg, "size", ""))
     if size not in VARIANTS[name]:
         raise _bad("model.size", size, f"{', '.join(VARIANTS[name])} (for model.name={name})")
