@@ -27,9 +27,14 @@ def preflight(overrides: List[str], rules: bool = True) -> None:
     from omegaconf import open_dict
 
     from ipuexp.config.compose import compose_config
+    from ipuexp.config.errors import ConfigError
     from ipuexp.config.validate import validate
 
     cfg = compose_config(overrides, return_hydra_config=True)
+    if cfg.hydra.runtime.choices.get("model") == "hf" and cfg.model.name != "hf":
+        # +recipe=NAME is merged after the model group, so its model.name wins over model=hf's
+        raise ConfigError("model.name", cfg.model.name, "allowed: hf with model=hf; a recipe sets model.name "
+                          "after the model group: add model.name=hf to use the Transformers model with it")
     if rules:
         with open_dict(cfg):
             del cfg["hydra"]  # checked by composing; the experiment schema does not define it

@@ -10,6 +10,7 @@ the public documents of ``docs/sources.md``, cited by short name below.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 import re
 import typing
@@ -22,6 +23,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from ipuexp.config import schema
 from ipuexp.config.errors import ConfigError
 from ipuexp.data.paths import resolve_path
+from ipuexp.models.hf_source import HF, INSTALL_HINT, TASKS
+from ipuexp.models.variants import VARIANTS
 
 PRECISIONS = tuple(p.value for p in schema.Precision)
 IO_PRECISIONS = ("auto", "float32", "float16", "int8")
@@ -256,7 +259,12 @@ def _check_model(cfg: Any, w: Warnings) -> None:
     for key in ("model.num_layers", "model.num_classes", "model.vocab_size"):
         if value_at(cfg, key) is not None:
             _int_at_least(cfg, key, 1)
-    if value_at(cfg, "model.name") == "custom":
+    if value_at(cfg, "model.name") == HF:
+        _one_of(cfg, "model.hf.task", TASKS)
+        if importlib.util.find_spec("transformers") is None:
+            raise ConfigError("model.name", HF, f"allowed: {', '.join([*VARIANTS, 'custom'])}; {INSTALL_HINT}")
+        _model_layers(cfg)  # builds it on the meta device: a file, task or architecture that does not work
+    elif value_at(cfg, "model.name") == "custom":
         if not value_at(cfg, "model.target"):
             raise ConfigError("model.target", None, "allowed: the dotted path of a callable returning an "
                               "ipuexp.PipelinedModel (required when model.name=custom)")
@@ -338,7 +346,7 @@ def _model_layers(cfg: Any) -> int:
 
 def _model_error(cfg: Any, message: str) -> ConfigError:
     """Turn the zoo's ``"model.size: 'x' is not allowed; allowed: ..."`` into a ConfigError."""
-    match = re.match(r"^(model\.\w+):\s*(.*)$", message.splitlines()[0] if message else "")
+    match = re.match(r"^(model\.[\w.]+):\s*(.*)$", message.splitlines()[0] if message else "")
     if not match:
         return ConfigError("model.name", value_at(cfg, "model.name"), message)
     key, rest = match.groups()

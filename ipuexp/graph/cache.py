@@ -1,7 +1,8 @@
 """JSON cache of captured graphs, one file per (model config, micro-batch size, torch version, code version).
 
 JSON rather than pickle: a cache file is data that anyone can read, diff and trust. The key also covers the
-source of the zoo and capture code (and of a custom model's module), so editing a model invalidates its entry.
+source of the zoo and capture code (and of a custom model's module), so editing a model invalidates its entry; a
+Transformers model's key holds its configuration's content and the Transformers version.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any, Dict, Optional
 
 from ipuexp.graph import types
 from ipuexp.graph.types import BlockCapture, Graph, OpRecord, TensorInfo
+from ipuexp.models.hf_source import HF, fingerprint, resolve
 
 _MODEL_FIELDS = ("name", "size", "sequence_length", "image_size", "num_layers", "num_classes", "vocab_size",
                  "target")
@@ -50,6 +52,8 @@ def cache_key(model_cfg: Any, micro_batch_size: int) -> str:
 
     fields = {k: getattr(model_cfg, k, None) for k in _MODEL_FIELDS}
     fields = {k: (v if v is None or isinstance(v, (int, float, bool)) else str(v)) for k, v in fields.items()}
+    if fields.get("name") == HF:
+        fields["hf"] = fingerprint(model_cfg)  # the configuration's content, not just its name or path
     payload = {
         "model": fields,
         "micro_batch_size": micro_batch_size,
@@ -64,8 +68,12 @@ def entry_path(model_cfg: Any, micro_batch_size: int, cache_dir: Optional[str] =
     """File holding the capture of ``model_cfg`` at ``micro_batch_size``."""
     root = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
     name = str(getattr(model_cfg, "name", "model"))
-    variant = str(getattr(model_cfg, "target", "") or "").replace(":", ".").rpartition(".")[2] \
-        if name == "custom" else str(getattr(model_cfg, "size", ""))
+    if name == "custom":
+        variant = str(getattr(model_cfg, "target", "") or "").replace(":", ".").rpartition(".")[2]
+    elif name == HF:
+        variant = resolve(model_cfg).label
+    else:
+        variant = str(getattr(model_cfg, "size", ""))
     label = "".join(c if c.isalnum() or c in "_-" else "_" for c in f"{name}-{variant}")
     return root / "graphs" / f"{label}-mbs{micro_batch_size}-{cache_key(model_cfg, micro_batch_size)}.json"
 

@@ -93,6 +93,12 @@ def _detach(values: Tuple[Any, ...]) -> Tuple[Any, ...]:
     return tuple(out)
 
 
+# Attributes that only number a layer (Transformers' attention modules keep ``layer_idx`` to index a KV cache,
+# which a training step has none of); what a layer's position changes is kept in attributes of its own
+# (``attention_type``, ``sliding_window``), which stay in the signature.
+_POSITION_ATTRIBUTES = frozenset({"layer_idx"})
+
+
 def _signature(block: Any, inputs: Tuple[Any, ...]) -> Tuple[Any, ...]:
     """What determines a block's ops: its wrapped module tree (types, plain attributes, parameter and buffer
     shapes) and its inputs' shapes. Blocks with equal signatures dispatch identical ops (repeated layers)."""
@@ -100,7 +106,8 @@ def _signature(block: Any, inputs: Tuple[Any, ...]) -> Tuple[Any, ...]:
 
     plain = (int, float, str, bool, type(None))
     modules = tuple((type(m).__qualname__, type(m).__module__,
-                     tuple(sorted((k, v) for k, v in vars(m).items() if isinstance(v, plain))))
+                     tuple(sorted((k, v) for k, v in vars(m).items()
+                                  if isinstance(v, plain) and k not in _POSITION_ATTRIBUTES)))
                     for m in block.module.modules())
     tensors = tuple((n, tuple(t.shape), t.dtype, t.requires_grad)
                     for n, t in [*block.module.named_parameters(), *block.module.named_buffers()])

@@ -11,7 +11,6 @@ import inspect
 from typing import Any, Callable
 
 from ipuexp.models.hf_source import HF
-from ipuexp.models.hf_source import num_layers as num_hf_layers
 from ipuexp.models.variants import CUSTOM, VARIANTS, resolve
 
 __all__ = ["build_model", "zoo_layers", "load_target", "VARIANTS", "Block", "PipelinedModel", "InputSpec"]
@@ -98,12 +97,11 @@ def __getattr__(name: str) -> Any:
 def zoo_layers(model_cfg: Any) -> int:
     """Number of ``is_layer`` blocks of the configured model.
 
-    Zoo models come from the table above without importing torch, Transformers models from their config.json;
-    a custom model is built on the meta device (importing torch) and its layer blocks are counted.
+    Zoo models come from the table above without importing torch; a custom or Transformers model is built on the
+    meta device (importing torch) and its layer blocks are counted, so a model that cannot be built or split is
+    reported before a run starts.
     """
-    if str(getattr(model_cfg, "name", "")) == HF:
-        return num_hf_layers(model_cfg)
-    if str(getattr(model_cfg, "name", "")) == CUSTOM:
+    if str(getattr(model_cfg, "name", "")) in (CUSTOM, HF):
         import torch
 
         with torch.device("meta"):

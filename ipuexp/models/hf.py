@@ -29,6 +29,13 @@ from ipuexp.models.transformer import Dropout
 ATTENTION = "ipuexp"
 """The attention implementation registered with Transformers: the model's eager attention, IPU-style masks."""
 _registered = False
+_AUTO = {"pretraining": "AutoModelForPreTraining", "masked-lm": "AutoModelForMaskedLM",
+         "causal-lm": "AutoModelForCausalLM", "classification": "AutoModelForSequenceClassification"}
+_MAPPINGS = {"AutoModelForPreTraining": "MODEL_FOR_PRETRAINING_MAPPING_NAMES",
+             "AutoModelForMaskedLM": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
+             "AutoModelForCausalLM": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
+             "AutoModelForSequenceClassification": "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
+             "AutoModelForImageClassification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES"}
 
 
 class _NativeDropout(TorchFunctionMode):
@@ -208,6 +215,7 @@ def _swap_dropout(model: nn.Module) -> None:
 def _transformers_model(source: HFSource, task: str) -> nn.Module:
     import transformers
     from transformers import AutoConfig
+    from transformers.models.auto import modeling_auto
 
     _register()
     try:
@@ -220,16 +228,16 @@ def _transformers_model(source: HFSource, task: str) -> nn.Module:
     if len(layer_types) > 1:
         raise ValueError(f"model.hf.config: {source.label!r} mixes attention layer types {sorted(layer_types)}; "
                          "allowed: models whose layers share one attention pattern")
-    auto = {"pretraining": "AutoModelForPreTraining", "masked-lm": "AutoModelForMaskedLM",
-            "causal-lm": "AutoModelForCausalLM",
-            "classification": "AutoModelForImageClassification" if source.is_vision
-            else "AutoModelForSequenceClassification"}[task]
-    try:
-        return getattr(transformers, auto).from_config(config, attn_implementation=ATTENTION, dtype=torch.float32)
-    except ValueError as exc:
-        raise ValueError(f"model.hf.task: {task!r} is not allowed for {source.label} "
-                         f"(model_type {source.model_type}: {str(exc).splitlines()[0][:160]}); allowed: a task "
-                         f"with a {auto} class for it") from None
+    auto = _AUTO[task]
+    if task == "classification" and source.is_vision:
+        auto = "AutoModelForImageClassification"
+    if source.model_type not in getattr(modeling_auto, _MAPPINGS[auto]):
+        tasks = [t for t, a in _AUTO.items() if source.model_type in getattr(modeling_auto, _MAPPINGS[a])]
+        if source.model_type in modeling_auto.MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES:
+            tasks.append("classification")
+        raise ValueError(f"model.hf.task: {task!r} is not allowed; allowed: {' | '.join(sorted(set(tasks))) or 'none'} "
+                         f"for {source.label} (model_type {source.model_type}: Transformers has no {auto} for it)")
+    return getattr(transformers, auto).from_config(config, attn_implementation=ATTENTION, dtype=torch.float32)
 
 
 def build_hf(model_cfg: Any) -> PipelinedModel:
@@ -256,6 +264,12 @@ def build_hf(model_cfg: Any) -> PipelinedModel:
     try:
         example = {s.name: torch.empty((1, *s.shape), dtype=getattr(torch, s.dtype)) for s in inputs}
         probe(backbone, (parent, name), {**example, **call_kwargs})
+    except ValueError:
+        raise
+    except Exception as exc:  # the backbone's own code failed on meta tensors: one line, the cause chained
+        raise ValueError(f"model.hf.config: {what} cannot be split: running its backbone up to the first layer "
+                         f"raised {type(exc).__name__}: {str(exc).splitlines()[0][:200]}; allowed: a backbone "
+                         "that runs on meta tensors") from exc
     finally:
         for h in hooks:
             h.remove()

@@ -1,7 +1,7 @@
 """Where a Transformers model's ``config.json`` comes from, and what a ``ModelConfig`` changes in it.
 
-Kept free of torch and Transformers, so that config validation can count layers and the capture cache can key on
-the configuration without importing either. Nothing here touches the network: a ``model.hf.config`` is a local
+Kept free of torch and Transformers, so that config validation can check the file and the sequence length, and the
+capture cache can key on the configuration, without importing either. Nothing here touches the network: a ``model.hf.config`` is a local
 file or folder, a model already in the local Hugging Face cache, or one of the configurations shipped in
 ``hf_configs/`` (each copied from its model's public Hugging Face repository, listed in docs/sources.md).
 """
@@ -56,10 +56,6 @@ class HFSource:
     @property
     def is_vision(self) -> bool:
         return "image_size" in self.config and "patch_size" in self.config
-
-    @property
-    def layers(self) -> Optional[int]:
-        return next((int(self.config[k]) for k in LAYER_KEYS if isinstance(self.config.get(k), int)), None)
 
 
 def _bad(key: str, value: Any, allowed: str) -> ValueError:
@@ -163,18 +159,6 @@ def _check_sequence(source: HFSource, seq: Any) -> None:
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1 or (limit is not None and seq > limit):
         bound = f"[1, {limit}]" if limit is not None else ">= 1"
         raise _bad("model.sequence_length", seq, f"an integer in {bound} for {source.label} (its positions)")
-
-
-def num_layers(model_cfg: Any) -> int:
-    """Layer count of the configured Transformers model (the blocks ``layers_per_ipu`` distributes)."""
-    source = resolve(model_cfg)
-    if source.layers is not None:
-        return source.layers
-    if importlib.util.find_spec("transformers") is None:
-        raise ValueError(f"model.name: {HF!r} is not available; allowed: {INSTALL_HINT}")
-    from transformers import AutoConfig  # the configuration class's default layer count
-
-    return int(AutoConfig.for_model(source.model_type).num_hidden_layers)
 
 
 def fingerprint(model_cfg: Any) -> Dict[str, Any]:

@@ -1,0 +1,77 @@
+"""Capture speed of a Transformers BERT-Large against ipuexp's own (micro-batch 8, sequence 128, cache disabled).
+
+Target: the Transformers capture takes at most twice as long as the built-in one, cold (each in a fresh process,
+so each pays its one-time imports: torch._dynamo for both, Transformers' modelling code for the other) and warm
+(captures after the first in the same process). Needs the ``hf`` extra. Exit status 1 when the target is missed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+TARGET_RATIO = 2.0
+MODELS = {
+    "built-in bert_large": "ModelConfig(name='bert', size='large', sequence_length=128)",
+    "Transformers bert-large-uncased": "ModelConfig(name='hf', sequence_length=128, "
+                                       "hf=HFModelConfig(config='bert-large-uncased', task='pretraining'))",
+}
+_CHILD = """
+import json, statistics, sys, time
+t0 = time.perf_counter()
+import torch
+from ipuexp.config.schema import HFModelConfig, ModelConfig
+from ipuexp.graph.capture import capture
+cfg = {model}
+t1 = time.perf_counter()
+graph = capture(cfg, {mbs}, use_cache=False)
+cold = time.perf_counter() - t1
+warm = []
+for _ in range({repeats}):
+    t2 = time.perf_counter()
+    capture(cfg, {mbs}, use_cache=False)
+    warm.append(time.perf_counter() - t2)
+print(json.dumps(dict(cold=cold, warm=statistics.median(warm), torch_import=t1 - t0, blocks=len(graph.blocks),
+                      parameters=graph.parameters, fwd_flops=graph.fwd_flops)))
+"""
+
+
+def _run(model: str, mbs: int, repeats: int) -> dict:
+    code = _CHILD.format(model=model, mbs=mbs, repeats=repeats)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--micro-batch-size", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3, help="warm captures to time after the cold one")
+    parser.add_argument("--rounds", type=int, default=3, help="fresh processes per model (median reported)")
+    args = parser.parse_args()
+
+    results = {}
+    for _ in range(args.rounds):  # alternate the models so that load on the machine falls on both alike
+        for name, model in MODELS.items():
+            results.setdefault(name, []).append(_run(model, args.micro_batch_size, args.repeats))
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    medians = {}
+    for name, runs in results.items():
+        cold = statistics.median(r["cold"] for r in runs)
+        warm = statistics.median(r["warm"] for r in runs)
+        medians[name] = (cold, warm)
+        r = runs[0]
+        print(f"{name}: {r['blocks']} blocks, {r['parameters'] / 1e6:.1f} M parameters, "
+              f"{r['fwd_flops'] / 1e9:.1f} GFLOPs forward; cold capture {cold:.2f} s, warm {warm:.3f} s "
+              f"(median of {len(runs)} processes)")
+    (ref_cold, ref_warm), (hf_cold, hf_warm) = medians.values()
+    ok = hf_cold <= TARGET_RATIO * ref_cold and hf_warm <= TARGET_RATIO * ref_warm
+    print(f"Transformers / built-in: cold {hf_cold / ref_cold:.2f}x, warm {hf_warm / ref_warm:.2f}x "
+          f"(target <= {TARGET_RATIO:.0f}x: {'PASS' if ok else 'FAIL'})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
