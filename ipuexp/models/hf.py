@@ -222,7 +222,7 @@ def _transformers_model(source: HFSource, task: str) -> nn.Module:
         config = AutoConfig.for_model(**source.config)
     except (ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"model.hf.config: {source.label!r} cannot be read by Transformers "
-                         f"{transformers.__version__} ({str(exc).splitlines()[0]}); allowed: a config.json of a "
+                         f"{transformers.__version__} ({str(exc).splitlines()[0].split('. Should contain')[0][:160]}); allowed: a config.json of a "
                          "model type Transformers knows") from None
     layer_types = set(getattr(config, "layer_types", None) or ())
     if len(layer_types) > 1:
@@ -262,7 +262,7 @@ def build_hf(model_cfg: Any) -> PipelinedModel:
     ran: set = set()
     hooks = [m.register_forward_pre_hook(lambda mod, _a: ran.add(id(mod))) for m in backbone.modules()]
     try:
-        example = {s.name: torch.empty((1, *s.shape), dtype=getattr(torch, s.dtype)) for s in inputs}
+        example = {s.name: torch.zeros((1, *s.shape), dtype=getattr(torch, s.dtype)) for s in inputs}
         probe(backbone, (parent, name), {**example, **call_kwargs})
     except ValueError:
         raise
@@ -288,7 +288,9 @@ def build_hf(model_cfg: Any) -> PipelinedModel:
                "layers": len(layers), "transformers_class": type(model).__name__}
     if head.kind in ("mlm", "mlm+nsp"):
         hparams["mask_tokens"] = mask_tokens
-    return PipelinedModel(blocks, name=source.label, input_spec=specs, hparams=hparams)
+    pipelined = PipelinedModel(blocks, name=source.label, input_spec=specs, hparams=hparams)
+    pipelined.__dict__["transformers_model"] = model  # the Transformers model whose modules the blocks hold
+    return pipelined
 
 
 def _split_backbone(backbone: nn.Module, layers: nn.ModuleList, ran: set, what: str
