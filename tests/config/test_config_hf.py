@@ -1,0 +1,31 @@
+"""model=hf in the configuration: the group, its typed fields and their one-line errors (needs the hf extra)."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from ipuexp.__main__ import preflight  # noqa: E402
+from ipuexp.config.compose import load_experiment  # noqa: E402
+from ipuexp.config.errors import ConfigError  # noqa: E402
+
+
+def test_model_hf_selects_a_shipped_transformers_model():
+    exp = load_experiment("model=hf", "model.hf.config=gpt2-medium", "model.hf.task=causal-lm", "system=pod4",
+                          "options.pipeline.layers_per_ipu=[6,6,6,6]", "options.gradient_accumulation=16")
+    assert exp.model.name == "hf" and exp.model.hf.config == "gpt2-medium" and exp.model.hf.ipu_config is None
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["model=hf", "model.hf.task=foo"],
+     "model.hf.task='foo' is invalid: allowed: pretraining | masked-lm | causal-lm | classification"),
+    (["model=hf", "model.hf.config=nobody/nothing"], "model.hf.config='nobody/nothing' is invalid: allowed: a "),
+    (["model=hf", "model.sequence_length=600"], "model.sequence_length=600 is invalid: allowed: an integer in "
+                                                "[1, 512] for bert-large-uncased"),
+    (["model=hf", "options.pipeline.layers_per_ipu=[3,7,7,6]"], "the model's 24 layers (sum is 23)"),
+    (["+recipe=bert_large", "model=hf"], "model.name='bert' is invalid: allowed: hf with model=hf"),
+])
+def test_bad_hf_values_are_one_line(overrides, message):
+    with pytest.raises(ConfigError) as err:
+        preflight(overrides)
+    assert message in str(err.value) and "\n" not in str(err.value)
