@@ -317,6 +317,19 @@ class ReportConfig:
 
 
 @dataclass
+class HFModelConfig:
+    """A Hugging Face Transformers model and its Optimum Graphcore IPU configuration."""
+
+    config: Optional[str] = None
+    """A Transformers model configuration: a Hub name or a ``config.json`` path."""
+    task: str = "pretraining"
+    """The task head."""
+    ipu_config: Optional[str] = None
+    """An Optimum Graphcore ``ipu_config.json``: its IPU options override the recipe's; the command line overrides
+    both."""
+
+
+@dataclass
 class ModelConfig:
     """A model: a zoo name or a Hydra ``_target_`` for the user's own ``ipuexp.PipelinedModel`` factory."""
 
@@ -336,6 +349,8 @@ class ModelConfig:
     """Override the variant's vocabulary size."""
     target: Optional[str] = None
     """Dotted path of a callable returning an ``ipuexp.PipelinedModel`` (name=custom)."""
+    hf: HFModelConfig = field(default_factory=HFModelConfig)
+    """Hugging Face model settings (``model.hf.ipu_config``: Optimum Graphcore IPU options)."""
 
 
 @dataclass
