@@ -120,6 +120,8 @@ class BertApp(App):
     def model(self, draft: Draft, cfg: Mapping[str, Any]) -> None:
         _transformer(draft, cfg, "bert", {"hidden": "hidden_size", "heads": "num_attention_heads"},
                      "num_hidden_layers")
+        if str(cfg.get("dataset", "pretraining")) not in ("pretraining", "generated"):
+            _no_head("dataset", cfg["dataset"])
         seq = as_int("sequence_length", cfg.get("sequence_length", 128))
         if "mask_tokens" in cfg:
             from ipuexp.models.bert import mask_tokens_for
