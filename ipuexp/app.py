@@ -89,16 +89,24 @@ def _wants_charts(exp: ExperimentConfig) -> bool:
     return not (HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN)
 
 
+def _command_line() -> List[str]:
+    """The job's command-line overrides (Hydra's task overrides), which win over an imported ipu_config.json."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
 def run_job(cfg: DictConfig, out_dir: str | Path = ".") -> Result | Skipped:
     """Validate, evaluate, write ``result.json`` and charts into ``out_dir`` and track the run.
 
     Returns ``Skipped`` when the configuration already has a FINISHED run in MLflow and need not run again
     (``ipuexp.tracking.resume.already_completed``)."""
+    from ipuexp.config.compose import apply_imported_options
     from ipuexp.config.validate import validate
     from ipuexp.report.console import print_result
     from ipuexp.tracking import already_completed, track_job
 
-    for warning in validate(cfg):
+    for warning in apply_imported_options(cfg, _command_line()) + validate(cfg):
         log.warning(warning)
     if already_completed(cfg):
         log.info("skipped: this configuration already has a FINISHED run in MLflow (tracking.skip_completed=true, "

@@ -21,12 +21,23 @@ def compose_config(overrides: Iterable[str] = (), return_hydra_config: bool = Fa
     overrides = list(overrides)
     try:
         with initialize_config_module(config_module=CONF_MODULE, version_base=None, job_name="ipuexp"):
-            return compose(config_name="config", overrides=overrides, return_hydra_config=return_hydra_config)
+            cfg = compose(config_name="config", overrides=overrides, return_hydra_config=return_hydra_config)
     except ConfigError:
         raise
     except Exception as exc:  # Hydra wraps OmegaConf's errors; name the key they carry
         given = dict(o.split("=", 1) for o in overrides if "=" in o)
         raise from_omegaconf(exc, {k.lstrip("+~"): v for k, v in given.items()}) from None
+    apply_imported_options(cfg, overrides)
+    return cfg
+
+
+def apply_imported_options(cfg: DictConfig, overrides: Iterable[str] = ()) -> list:
+    """Apply the options of ``model.hf.ipu_config`` (an Optimum Graphcore ipu_config.json) to ``cfg`` in place:
+    they override the recipe's, and the keys of ``overrides`` (the command line) keep their values. Returns the
+    warnings (repeated keys, fields not modelled)."""
+    from ipuexp.config.importers import optimum
+
+    return optimum.apply(cfg, list(overrides))
 
 
 def load_experiment(*overrides: str) -> Any:

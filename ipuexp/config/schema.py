@@ -331,7 +331,8 @@ class HFModelConfig:
     """Attributes set on the configuration after reading it, e.g. ``{attention_probs_dropout_prob: 0.0}`` (as the
     ``--config_overrides`` of Transformers' training scripts)."""
     ipu_config: Optional[str] = None
-    """An Optimum Graphcore ``ipu_config.json`` (file, folder or model id) whose IPU options apply to the run."""
+    """An Optimum Graphcore ``ipu_config.json`` whose IPU options apply to the run: they override the recipe's; the
+    command line overrides both."""
 
 
 @dataclass

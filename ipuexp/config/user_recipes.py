@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, List, Mapping, Optional, Sequence
 
 from ipuexp.config.errors import ConfigError
 
@@ -40,19 +40,55 @@ def recipe_path(name: str, packaged: Sequence[str]) -> Path:
     return user_recipe_dir() / f"{name}.yaml"
 
 
-def render_recipe(body: Mapping[str, Any], header: Sequence[str] = ()) -> str:
-    """The YAML text of a recipe: Hydra's global-package header, comment lines, then ``body``."""
+def render_recipe(body: Mapping[str, Any], header: Sequence[str] = (),
+                  comments: Optional[Mapping[str, str]] = None) -> str:
+    """The YAML text of a recipe: Hydra's global-package header, comment lines, then ``body``.
+
+    ``comments`` maps dotted keys (``options.replication_factor``) to a comment written at the end of that key's
+    line (where the value came from)."""
     from omegaconf import OmegaConf
 
     lines = ["# @package _global_"] + [f"# {h}" if h else "#" for h in header]
-    return "\n".join(lines) + "\n" + OmegaConf.to_yaml(OmegaConf.create(dict(body)))
+    if not comments:
+        return "\n".join(lines) + "\n" + OmegaConf.to_yaml(OmegaConf.create(dict(body)))
+    return "\n".join(lines + _commented(dict(body), comments, "")) + "\n"
 
 
-def write_recipe(name: str, body: Mapping[str, Any], header: Sequence[str] = (), overwrite: bool = False) -> Path:
+_COMMENT_COLUMN = 40
+
+
+def _scalar(value: Any) -> str:
+    import yaml
+
+    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+    return text[:-3].strip() if text.endswith("...") else text
+
+
+def _commented(node: Mapping[str, Any], comments: Mapping[str, str], prefix: str, indent: int = 0) -> List[str]:
+    lines = []
+    for key, value in node.items():
+        dotted = f"{prefix}{key}"
+        pad = " " * indent
+        if isinstance(value, Mapping) and value:
+            lines.append(f"{pad}{key}:")
+            lines += _commented(value, comments, f"{dotted}.", indent + 2)
+        elif key == "defaults" and not prefix and isinstance(value, list):
+            lines.append("defaults:")
+            lines += [f"  - {_scalar(v) if not isinstance(v, Mapping) else ', '.join(f'{a}: {b}' for a, b in v.items())}"
+                      for v in value]
+        else:
+            line = f"{pad}{key}: {_scalar(value)}"
+            note = comments.get(dotted)
+            lines.append(f"{line.ljust(_COMMENT_COLUMN)} # {note}" if note else line)
+    return lines
+
+
+def write_recipe(name: str, body: Mapping[str, Any], header: Sequence[str] = (), overwrite: bool = False,
+                 comments: Optional[Mapping[str, str]] = None) -> Path:
     """Write ``body`` (a mapping of config keys, ``defaults`` included) as ``<user_recipe_dir>/NAME.yaml``.
 
-    ``header`` lines become comments under the package header (where the recipe came from). An existing file is
-    kept unless ``overwrite``; the path written is returned.
+    ``header`` lines become comments under the package header (where the recipe came from), ``comments`` end the
+    lines of the dotted keys they name. An existing file is kept unless ``overwrite``; the path written is returned.
     """
     from ipuexp.config.store import recipe_names
 
@@ -60,5 +96,5 @@ def write_recipe(name: str, body: Mapping[str, Any], header: Sequence[str] = (),
     if path.exists() and not overwrite:
         raise ConfigError("recipe name", name, f"{path} exists; allowed: another name, or overwrite it")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_recipe(body, header), encoding="utf-8")
+    path.write_text(render_recipe(body, header, comments), encoding="utf-8")
     return path

@@ -1,0 +1,121 @@
+"""Published configurations as ipuexp recipes: Optimum Graphcore ``ipu_config.json`` and the configuration files of
+Graphcore's example applications and MLPerf Training submissions.
+
+``read(path, config, source)`` returns the :class:`~ipuexp.config.importers.mapping.Draft` of one configuration;
+``recipe.write`` turns it into ``./recipes/NAME.yaml``. One module per source format; ``mapping`` holds what they
+share.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from ipuexp.config.importers.mapping import Draft, refuse
+
+
+def load_yaml(path: Path) -> Dict[str, Any]:
+    import yaml
+
+    with open(path, encoding="utf-8") as f:
+        data = yaml.safe_load(f)
+    if not isinstance(data, dict):
+        raise refuse("file", str(path), "allowed: a YAML mapping of named configurations")
+    return data
+
+
+def names(path: str | Path) -> List[str]:
+    """The configurations a file holds (a JSON configuration is one, named after the file)."""
+    path = Path(path)
+    if path.suffix == ".json":
+        return [path.stem]
+    data = load_yaml(path)
+    return [k for k, v in data.items() if isinstance(v, dict) and _is_config(v)]
+
+
+def _is_config(entry: Dict[str, Any]) -> bool:
+    """A named configuration, not an anchor of shared options (``train_options``, ``defaults``)."""
+    return "cmd" in entry or any(k in entry for k in ("micro_batch_size", "batch_size", "replicas",
+                                                      "replication_factor"))
+
+
+def read(path: str | Path, config: Optional[str] = None, source: Optional[str] = None) -> Draft:
+    """The draft of configuration ``config`` of ``path``; ``source`` is the file's public locator (default:
+    the path as given)."""
+    path = Path(path)
+    if not path.is_file():
+        raise refuse("FILE", str(path), "allowed: an existing configuration file")
+    locator = source or str(path)
+    if path.suffix == ".json":
+        return _read_json(path, config, locator)
+    data = load_yaml(path)
+    available = names(path)
+    if config is None:
+        if len(available) != 1:
+            raise refuse("CONFIG", None, f"allowed: one of {', '.join(available)} (FILE:CONFIG)")
+        config = available[0]
+    if config not in data or not isinstance(data[config], dict):
+        raise refuse("CONFIG", config, f"allowed: {', '.join(available)}")
+    entry = data[config]
+    draft = Draft(source=f"{locator}#{config}", title="")
+    if "cmd" in entry:
+        return _read_benchmark(path, entry, config, draft)
+    return _read_configs(entry, draft)
+
+
+def _read_configs(entry: Dict[str, Any], draft: Draft) -> Draft:
+    from ipuexp.config.importers import pytorch_examples, tf1_cnns
+
+    if "model_size" in entry or "gradient_accumulation_count" in entry:
+        draft.title = tf1_cnns.TITLE
+        return tf1_cnns.convert(entry, draft)
+    if "matmul_proportion" in entry or "layers_per_ipu" in entry:
+        app = pytorch_examples.app_of_config(entry)
+        draft.title = app.title
+        return pytorch_examples.convert(entry, app, draft)
+    key = next(iter(entry), "?")
+    raise refuse(key, entry.get(key), "not a configuration of an application ipuexp imports (PyTorch BERT, ViT, "
+                 "GPT-2; TensorFlow 1 CNNs)")
+
+
+def _sibling_configs(path: Path) -> Optional[Dict[str, Any]]:
+    """``configs.yml`` beside a ``benchmarks.yml`` (same prefix: ``train_benchmarks.yml`` -> ``train_configs.yml``)."""
+    if not path.name.endswith("benchmarks.yml"):
+        return None
+    sibling = path.with_name(path.name[: -len("benchmarks.yml")] + "configs.yml")
+    return load_yaml(sibling) if sibling.is_file() else None
+
+
+def _read_benchmark(path: Path, entry: Dict[str, Any], config: str, draft: Draft) -> Draft:
+    from ipuexp.config.importers import pytorch_examples, tf1_cnns
+
+    script, flags, _ = pytorch_examples.parse_command(str(entry["cmd"]))
+    configs = _sibling_configs(path)
+    if script == "train.py" and configs is not None and "config" in flags:
+        name = flags.pop("config")
+        if name not in configs:
+            raise refuse("config", name, "allowed: a configuration of the configs file beside this file")
+        merged = {**configs[name], **flags}
+        draft.title = tf1_cnns.TITLE
+        return tf1_cnns.convert(merged, draft)
+    app = pytorch_examples.APPS.get(pytorch_examples.SCRIPTS.get(script, ""))
+    if app is None:
+        raise refuse("cmd", script, "allowed: the scripts of the PyTorch ViT and GPT-2 examples and the TensorFlow 1 "
+                     "CNN application (train.py)")
+    draft.title = app.title
+    return pytorch_examples.convert_benchmark(entry, config, configs, draft)
+
+
+def _read_json(path: Path, config: Optional[str], locator: str) -> Draft:
+    from ipuexp.config.importers import optimum
+
+    fields, warnings = optimum.read(path, key="FILE")
+    if _is_optimum(fields):
+        raise refuse("FILE", str(path), "an Optimum Graphcore ipu_config.json: import it with --base RECIPE, or run "
+                     "it with model.hf.ipu_config=PATH")
+    key = next((k for k in ("popart_dtype", "task", "pipeline_stages") if k in fields), next(iter(fields), "?"))
+    raise refuse(key, fields.get(key), "a PopART or TensorFlow BERT JSON configuration; ipuexp imports the "
+                 "PyTorch examples, the TensorFlow 1 CNN application and Optimum Graphcore ipu_config.json")
+
+
+def _is_optimum(fields: Dict[str, Any]) -> bool:
+    return "gradient_accumulation_steps" in fields or ("ipus_per_replica" in fields and "task" not in fields)

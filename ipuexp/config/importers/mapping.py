@@ -1,0 +1,198 @@
+"""What every importer shares: the draft of a recipe, the refusal, and the choice of zoo model and system.
+
+An importer reads one configuration of a published file and fills a :class:`Draft`: ipuexp keys (dotted) with the
+value and a note saying where it came from. Every key of the file is one of three things: mapped (a value in the
+draft), not modelled (it changes nothing the emulator predicts: logging, data paths, learning-rate schedules,
+dropout; listed in one warning line), or refused (a :class:`ConfigError` naming the key, its value and what ipuexp
+can take).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from ipuexp.config.errors import ConfigError
+
+# IPU-POD systems by size (conf/system): an imported run gets the smallest one that holds its IPUs.
+SYSTEMS = ((4, "pod4"), (16, "pod16"), (64, "pod64"), (128, "pod128"), (256, "pod256"))
+SYSTEM_NAMES = tuple(name for _, name in SYSTEMS)
+IPUS = ("mk2", "bow", "mk1")
+
+
+@dataclass
+class Draft:
+    """The recipe an importer builds from one configuration."""
+
+    source: str
+    """Public locator of the file and configuration (``repository@commit:path#config``)."""
+    title: str
+    """The application the file belongs to, in words (the recipe's header)."""
+    values: Dict[str, Any] = field(default_factory=dict)
+    """ipuexp keys (dotted, e.g. ``options.replication_factor``) and their values."""
+    notes: Dict[str, str] = field(default_factory=dict)
+    """Where each value came from: the file's key, or the application's code default with its citation."""
+    unmodelled: List[str] = field(default_factory=list)
+    """Keys of the file that change nothing ipuexp predicts."""
+    warnings: List[str] = field(default_factory=list)
+    """Other remarks for the user (a repeated key, a value chosen among several)."""
+    ipu: str = "mk2"
+    """IPU generation (group ``ipu``)."""
+    system: Optional[str] = None
+    """System (group ``system``); None: the smallest POD that holds replicas x IPUs per replica."""
+
+    def set(self, key: str, value: Any, note: str = "") -> None:
+        self.values[key] = value
+        if note:
+            self.notes[key] = note
+
+    def default(self, key: str, value: Any, note: str) -> None:
+        """Set ``key`` unless the file already did (an application default the file leaves alone)."""
+        if key not in self.values:
+            self.set(key, value, note)
+
+    def skip(self, key: str) -> None:
+        if key not in self.unmodelled:
+            self.unmodelled.append(key)
+
+
+def refuse(key: str, value: Any, why: str) -> ConfigError:
+    """The one-line refusal of a key ipuexp cannot map."""
+    return ConfigError(key, value, why)
+
+
+def as_bool(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+        return value.lower() in ("true", "1", "yes")
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise refuse(key, value, "allowed: true or false")
+
+
+def as_int(key: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise refuse(key, value, "allowed: an integer")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise refuse(key, value, "allowed: an integer") from None
+    if number != int(number):
+        raise refuse(key, value, "allowed: an integer")
+    return int(number)
+
+
+def as_float(key: str, value: Any) -> float:
+    if isinstance(value, bool):
+        raise refuse(key, value, "allowed: a number")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise refuse(key, value, "allowed: a number") from None
+
+
+def as_int_list(key: str, value: Any) -> List[int]:
+    items = value if isinstance(value, (list, tuple)) else [value]
+    return [as_int(key, v) for v in items]
+
+
+def as_proportion(key: str, value: Any) -> Any:
+    """A matmul proportion: one number, or one per IPU (a one-element list stays a list)."""
+    if isinstance(value, (list, tuple)):
+        return [as_float(key, v) for v in value]
+    return as_float(key, value)
+
+
+def choose(key: str, value: Any, table: Mapping[Any, Any]) -> Any:
+    """``table[value]`` (strings compared case-insensitively), else a refusal listing the keys of ``table``."""
+    lookup = {str(k).lower(): v for k, v in table.items()}
+    found = lookup.get(str(value).lower())
+    if found is None:
+        raise refuse(key, value, f"allowed: {' | '.join(str(k) for k in table)}")
+    return found
+
+
+def system_for(num_ipus: int, key: str = "replication_factor") -> str:
+    """The smallest IPU-POD with at least ``num_ipus`` IPUs."""
+    for size, name in SYSTEMS:
+        if num_ipus <= size:
+            return name
+    raise refuse(key, num_ipus, f"allowed: replicas x IPUs per replica <= {SYSTEMS[-1][0]} (the largest system)")
+
+
+def zoo_size(family: str, key: str, value: Any, wanted: Mapping[str, Any]) -> str:
+    """The zoo variant of ``family`` whose hyper-parameters equal ``wanted`` (e.g. hidden and heads).
+
+    ``key``/``value`` name the file's setting reported when none matches.
+    """
+    from ipuexp.models.variants import VARIANTS
+
+    for size, hp in VARIANTS[family].items():
+        if all(hp.get(k) == v for k, v in wanted.items() if v is not None):
+            return size
+    sizes = ", ".join(f"{' '.join(str(hp.get(k)) for k in wanted)} ({size})" for size, hp in VARIANTS[family].items())
+    names = "/".join(wanted)
+    raise refuse(key, value, f"no zoo {family} variant has this {names}; allowed: {sizes}")
+
+
+def zoo_layers(family: str, size: str) -> int:
+    from ipuexp.models.variants import VARIANTS
+
+    return int(VARIANTS[family][size]["layers"])
+
+
+def heads_back_on_first_ipu(layers_per_ipu: Sequence[int]) -> List[int]:
+    """Stage i on IPU i, and the heads in a stage of their own on IPU 0 (tied to the embedding there)."""
+    return list(range(len(layers_per_ipu))) + [0]
+
+
+def classify(draft: Draft, config: Mapping[str, Any], rules: Mapping[str, Callable[[Draft, str, Any], None]],
+             unmodelled: Iterable[str], prefix: str = "") -> None:
+    """Apply ``rules[key]`` to every key of ``config``; list ``unmodelled`` keys; refuse any other key."""
+    quiet = set(unmodelled)
+    for key, value in config.items():
+        if key in rules:
+            rules[key](draft, key, value)
+        elif key in quiet:
+            draft.skip(f"{prefix}{key}")
+        else:
+            raise refuse(f"{prefix}{key}", value, "no ipuexp setting corresponds to this key")
+
+
+def to(target: str, convert: Callable[[str, Any], Any] = lambda k, v: v, note: str = "") -> Callable:
+    """A rule setting ``target`` to the converted value, noted as ``key: value``."""
+
+    def rule(draft: Draft, key: str, value: Any) -> None:
+        draft.set(target, convert(key, value), note or f"{key}: {_show(value)}")
+
+    return rule
+
+
+def _show(value: Any) -> str:
+    import json
+
+    return json.dumps(value) if not isinstance(value, str) else value
+
+
+def nested(values: Mapping[str, Any]) -> Dict[str, Any]:
+    """Dotted keys as nested mappings."""
+    out: Dict[str, Any] = {}
+    for key, value in values.items():
+        node = out
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
+
+
+def one_line(items: Sequence[str], limit: int = 40) -> str:
+    shown = list(items[:limit])
+    more = len(items) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+
+
+def unpack_source(source: str) -> Tuple[str, str]:
+    """``LOCATOR#CONFIG`` -> (LOCATOR, CONFIG)."""
+    locator, _, config = source.partition("#")
+    return locator, config

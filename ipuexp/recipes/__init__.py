@@ -1,0 +1,1 @@
+"""``python -m ipuexp.recipes``: published configurations as recipes (``import``) and what a file holds (``list``)."""

@@ -1,0 +1,93 @@
+"""Every configuration of Graphcore's published files either imports (a recipe that composes and validates) or is
+refused on one line naming the key it cannot map; the count of each is pinned so a regression shows."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ipuexp.config.errors import ConfigError
+from ipuexp.config.importers import names, read
+from ipuexp.config.importers.recipe import write
+from ipuexp.config.user_recipes import ENV_VAR
+from published import SHARED
+
+FILES = sorted((SHARED / "reference/graphcore-configs").glob("*/*"))
+pytestmark = pytest.mark.skipif(not FILES, reason="shared reference material not found")
+
+
+def _outcomes():
+    for path in FILES:
+        for name in names(path):
+            try:
+                yield path, name, write(read(path, None if path.suffix == ".json" else name), "t",
+                                        overwrite=True)[1]
+            except ConfigError as err:
+                yield path, name, err
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv(ENV_VAR, str(tmp_path_factory.mktemp("recipes")))
+    try:
+        yield list(_outcomes())
+    finally:
+        mp.undo()
+
+
+@pytest.mark.slow
+def test_every_configuration_imports_or_is_refused_in_one_line(outcomes):
+    imported = [(p.name, n) for p, n, r in outcomes if not isinstance(r, ConfigError)]
+    refused = [(p.name, n, r) for p, n, r in outcomes if isinstance(r, ConfigError)]
+    for _, _, err in refused:
+        assert "\n" not in str(err) and str(err).startswith(f"{err.key}=") and err.key
+    assert len(imported) == 69 and len(refused) == 155
+    keys = {}
+    for _, _, err in refused:
+        keys[err.key] = keys.get(err.key, 0) + 1
+    assert keys.get("model") and keys.get("hidden_size") and keys.get("packed_data") and keys.get("dataset")
+
+
+@pytest.mark.slow
+def test_refusals_name_what_ipuexp_lacks(outcomes):
+    by = {(p.name, n): r for p, n, r in outcomes}
+    squad = by[("187775b_applications_pytorch_bert_configs.yml", "squad_large_384")]
+    assert squad.key == "dataset" and "SQuAD span prediction is not in the zoo" in str(squad)
+    tiny = by[("HEAD_nlp_bert_pytorch_configs_pretraining.yml", "demo_tiny_128")]
+    assert tiny.key == "hidden_size" and "768 12 (base), 1024 16 (large)" in str(tiny)
+    xl = by[("HEAD_nlp_gpt2_pytorch_benchmarks.yml", "pytorch_gpt2_xlarge_infer_gen_pod16")]
+    assert xl.key == "model" and xl.value == "gpt2-xl"
+
+
+@pytest.mark.slow
+def test_imported_configurations_follow_their_file(outcomes):
+    by = {(p.name, n): r for p, n, r in outcomes}
+    large512 = by[("187775b_applications_pytorch_bert_configs.yml", "pretrain_large_512")]
+    assert large512.model.sequence_length == 512 and large512.data.micro_batch_size == 2
+    three = by[("HEAD_nlp_bert_pytorch_configs_pretraining.yml", "pretrain_base_3L_128_single")]
+    assert three.model.size == "base" and three.model.num_layers == 3 and three.system.name == "pod4"
+    gpt2_large = by[("HEAD_nlp_gpt2_pytorch_benchmarks.yml", "pytorch_gpt2_large_train_gen_pod16")]
+    assert gpt2_large.model.size == "large" and len(gpt2_large.options.pipeline.layers_per_ipu) == 16
+    r128 = by[("v1.1_resnet_tf1_configs.yml", "mk2_resnet50_mlperf_pod128_lars")]
+    assert r128.system.name == "pod128" and r128.options.replication_factor == 128
+    bn16 = by[("v1.1_resnet_tf1_configs.yml", "mk2_resnet50_bn_16ipus")]
+    assert list(bn16.options.pipeline.layers_per_ipu) == [3, 4, 4, 5] and bn16.options.precision == "16.32"
+
+
+def test_split_points_become_segments():
+    from ipuexp.config.importers.tf1_cnns import split_counts
+
+    assert split_counts(["b1/0/relu", "b1/2/relu", "b2/0/relu", "b2/2/relu", "b3/0/relu", "b3/3/relu"]) == \
+        [1, 2, 1, 2, 2, 3, 5]
+    with pytest.raises(ConfigError, match="pipeline_splits"):
+        split_counts(["b5/0/relu"])
+
+
+def test_command_lines_parse_like_argparse():
+    from ipuexp.config.importers.pytorch_examples import parse_command
+
+    script, flags, poprun = parse_command("poprun --num-replicas=16 --num-instances=8 python3 pretrain.py "
+                                          "--config b16 --byteio true --matmul-proportion 0.3 0.2 --x ''")
+    assert script == "pretrain.py" and poprun == {"num_replicas": 16, "num_instances": 8}
+    assert flags == {"config": "b16", "byteio": True, "matmul_proportion": [0.3, 0.2], "x": None}
