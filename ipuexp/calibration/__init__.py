@@ -39,8 +39,9 @@ class Row:
 
 
 def family(model: str) -> str:
-    """Model family of a calibration row or a configured model name: bert, resnet, vit, gpt, or the name."""
-    name = model.lower().replace("-", "").replace("_", "")
+    """Model family of a calibration row or a configured model name: bert, resnet, vit, gpt, or the name. A
+    Transformers model (``hf:bert-large-uncased``) belongs to the family its name starts with."""
+    name = model.lower().removeprefix("hf:").replace("-", "").replace("_", "")
     for fam in ("bert", "resnet", "vit", "gpt"):
         if name.startswith(fam):
             return fam

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 
 def option_value(x: Any) -> str:
@@ -359,6 +359,21 @@ class ModelConfig:
     hf: HFModelConfig = field(default_factory=HFModelConfig)
     """The Transformers model (name=hf); ``num_layers``, ``vocab_size``, ``num_classes``, ``sequence_length`` and
     ``image_size`` apply to it too."""
+
+
+def model_label(model: Any) -> str:
+    """A model's short name for titles and tracking: ``bert_large``, or ``hf:bert-large-uncased`` for a
+    Transformers model (its model id, or the name of its ``config.json``'s file or folder)."""
+    def get(node: Any, key: str) -> Any:
+        return node.get(key) if isinstance(node, Mapping) else getattr(node, key, None)
+
+    if get(model, "name") != "hf":
+        return f"{get(model, 'name')}_{get(model, 'size')}"
+    parts = [p for p in str(get(get(model, "hf"), "config") or "?").split("/") if p]
+    if parts and parts[-1] == "config.json" and len(parts) > 1:
+        parts.pop()  # a folder's config.json: the folder names the model
+    name = parts[-1] if parts else "?"
+    return f"hf:{name[:-len('.json')] if name.endswith('.json') else name}"
 
 
 @dataclass

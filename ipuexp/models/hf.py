@@ -226,7 +226,7 @@ def build_hf(model_cfg: Any) -> PipelinedModel:
                "layers": len(layers), "transformers_class": type(model).__name__}
     if head.kind in ("mlm", "mlm+nsp"):
         hparams["mask_tokens"] = mask_tokens
-    pipelined = PipelinedModel(blocks, name=source.label, input_spec=specs, hparams=hparams)
+    pipelined = PipelinedModel(blocks, name=f"hf:{source.label}", input_spec=specs, hparams=hparams)
     pipelined.__dict__["transformers_model"] = model  # the Transformers model whose modules the blocks hold
     return pipelined
 

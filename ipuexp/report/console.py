@@ -16,7 +16,10 @@ def print_result(result: Result) -> None:
     from rich.table import Table
 
     m = result.model
-    table = Table(title=f"{result.recipe or m.name}: {m.parameters / 1e6:.1f}M parameters, "
+    # A recipe run with a model of its own (``model.name=hf``, ``model.name=custom``) names the model too.
+    own = not result.recipe or result.recipe.startswith(m.name.replace("-", "_").split("_")[0])
+    label = (result.recipe or m.name) if own else f"{result.recipe} with {m.name}"
+    table = Table(title=f"{label}: {m.parameters / 1e6:.1f}M parameters, "
                         f"{m.flops_per_sample / 1e9:.1f} GFLOPs per sample, {m.num_stages} stages")
     for col in ("IPU", "stages", "parameters", "fwd FLOPs/mb", "bwd FLOPs/mb", "saved act./mb", "boundary out/mb"):
         table.add_column(col, justify="right")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Dict, Iterable, Mapping, Optional
 
+from ipuexp.config.schema import model_label
 from ipuexp.result import Result
 
 MAX_PARAM_VALUE = 6000
@@ -20,7 +21,7 @@ KEY_OPTIONS = ("model", "system", "ipu", "options.replication_factor", "options.
                "options.io.num_io_tiles", "options.pipeline.schedule", "options.recomputation.mode")
 """Parameters of every run, whether swept or not: what a configuration is, in the config's own key names."""
 GROUP_NAMES: Dict[str, Callable[[Mapping[str, Any]], str]] = {
-    "model": lambda node: f"{node['name']}_{node['size']}",
+    "model": model_label,
     "system": lambda node: str(node["name"]),
     "ipu": lambda node: str(node["name"]),
 }

@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple, TypeVar
 
+from ipuexp.config.schema import model_label
+
 T = TypeVar("T")
 
 DEFAULT_URI = "sqlite:///mlflow.db"
@@ -81,7 +83,7 @@ def sqlite_path(uri: str) -> Optional[Path]:
 
 def experiment_name(cfg: Any) -> str:
     """``tracking.experiment``, else the recipe name, else the model name."""
-    return str(cfg.tracking.experiment or cfg.recipe or f"{cfg.model.name}_{cfg.model.size}")
+    return str(cfg.tracking.experiment or cfg.recipe or model_label(cfg.model))
 
 
 def is_busy(exc: BaseException) -> bool:

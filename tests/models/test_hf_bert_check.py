@@ -28,7 +28,7 @@ def test_transformers_bert_large_agrees_with_the_builtin(builtin, overrides, tmp
     exp = load_experiment("+recipe=bert_large", "model.name=hf", "model.hf.config=bert-large-uncased",
                           "model.hf.task=pretraining", *overrides)
     hf = evaluate(exp, cache_dir=str(tmp_path)).result
-    assert hf.model.name == "bert-large-uncased" and builtin.model.name == "bert-large"
+    assert hf.model.name == "hf:bert-large-uncased" and builtin.model.name == "bert-large"
     assert hf.model.parameters == pytest.approx(builtin.model.parameters, rel=0.02)
     assert hf.model.flops_per_sample == pytest.approx(builtin.model.flops_per_sample, rel=0.02)
     assert hf.throughput.samples_per_s == pytest.approx(builtin.throughput.samples_per_s, rel=0.05)
