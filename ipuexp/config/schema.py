@@ -326,7 +326,8 @@ class HFModelConfig:
     vit-base-patch16-224, TinyLlama-1.1B-Chat-v1.0). Nothing is downloaded."""
     task: str = "pretraining"
     """pretraining (the architecture's objective: BERT masked LM + next sentence, RoBERTa masked LM, GPT-2 and
-    Llama causal LM), masked-lm, causal-lm or classification (sequence or image)."""
+    Llama causal LM), masked-lm, causal-lm, classification (sequence or image) or question-answering (SQuAD-style
+    span start and end)."""
     config_overrides: Dict[str, Any] = field(default_factory=dict)
     """Attributes set on the configuration after reading it, e.g. ``{attention_probs_dropout_prob: 0.0}`` (as the
     ``--config_overrides`` of Transformers' training scripts)."""

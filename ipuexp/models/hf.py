@@ -25,12 +25,14 @@ from ipuexp.models.hf_source import HFSource, resolve
 from ipuexp.models.transformer import Dropout
 
 _AUTO = {"pretraining": "AutoModelForPreTraining", "masked-lm": "AutoModelForMaskedLM",
-         "causal-lm": "AutoModelForCausalLM", "classification": "AutoModelForSequenceClassification"}
+         "causal-lm": "AutoModelForCausalLM", "classification": "AutoModelForSequenceClassification",
+         "question-answering": "AutoModelForQuestionAnswering"}
 _MAPPINGS = {"AutoModelForPreTraining": "MODEL_FOR_PRETRAINING_MAPPING_NAMES",
              "AutoModelForMaskedLM": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
              "AutoModelForCausalLM": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
              "AutoModelForSequenceClassification": "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
-             "AutoModelForImageClassification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES"}
+             "AutoModelForImageClassification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+             "AutoModelForQuestionAnswering": "MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES"}
 
 
 class _Stop(Exception):

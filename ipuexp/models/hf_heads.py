@@ -16,7 +16,7 @@ from torch import nn
 
 from ipuexp.models.blocks import InputSpec
 
-KINDS = ("mlm+nsp", "mlm", "clm", "cls-pooled", "cls-module", "cls-token")
+KINDS = ("mlm+nsp", "mlm", "clm", "cls-pooled", "cls-module", "cls-token", "qa")
 
 
 @dataclass
@@ -25,7 +25,8 @@ class HeadParts:
 
     kind: str
     """mlm+nsp (BERT pre-training), mlm, clm (next token), cls-pooled (classifier on the pooler's output),
-    cls-module (a classification head that picks its token itself), cls-token (classifier on one token)."""
+    cls-module (a classification head that picks its token itself), cls-token (classifier on one token), qa (span
+    start and end logits at every position, as SQuAD fine-tuning)."""
     head: nn.Module
     """The task head (``cls``, ``lm_head``, ``classifier``, ``score``)."""
     norms: List[nn.Module] = field(default_factory=list)
@@ -66,6 +67,8 @@ def head_for(task: str, model: nn.Module, children: Dict[str, nn.Module], tail: 
                              "| classification")
     elif task in ("masked-lm", "causal-lm"):
         kind = "mlm" if task == "masked-lm" else "clm"
+    elif task == "question-answering":
+        kind = "qa"
     elif pooler is not None and isinstance(head, nn.Linear):
         kind = "cls-pooled"
     elif not isinstance(head, nn.Linear):
@@ -99,6 +102,11 @@ class Head(nn.Module):
             mlm_logits, nsp_logits = self.head(hidden[:, : self.mask_tokens], self.pooler(hidden))
             loss = _ce(mlm_logits, labels[0]) + _ce(nsp_logits, labels[1])
             return loss, mlm_logits
+        if self.kind == "qa":
+            # Transformers' *ForQuestionAnswering: the mean of the start and end cross-entropies.
+            logits = self.head(hidden)
+            start, end = logits.unbind(-1)
+            return (_ce(start, labels[0]) + _ce(end, labels[1])) / 2, logits
         if self.kind == "mlm":
             logits = self.head(hidden[:, : self.mask_tokens])
         elif self.kind == "clm":
@@ -131,5 +139,8 @@ def label_specs(kind: str, seq: int, mask_tokens: int, config: Dict[str, Any]) -
         return [InputSpec("labels", (mask_tokens,), "int32", is_label=True, high=vocab)]
     if kind == "clm":
         return [InputSpec("labels", (seq,), "int32", is_label=True, high=vocab)]
+    if kind == "qa":
+        return [InputSpec("start_positions", (), "int32", is_label=True, high=seq),
+                InputSpec("end_positions", (), "int32", is_label=True, high=seq)]
     labels = int(config.get("num_labels") or len(config.get("id2label") or {}) or 2)
     return [InputSpec("labels", (), "int32", is_label=True, high=labels)]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 HF = "hf"
-TASKS = ("pretraining", "masked-lm", "causal-lm", "classification")
+TASKS = ("pretraining", "masked-lm", "causal-lm", "classification", "question-answering")
 """``model.hf.task``: the architecture's pre-training objective (BERT: masked LM + next-sentence prediction;
 RoBERTa: masked LM; GPT-2: causal LM), a masked or causal language model, or a sequence/image classifier."""
 INSTALL_HINT = "model.name=hf needs Transformers: pip install 'ipuexp[hf]'"

@@ -18,7 +18,8 @@ def test_model_hf_selects_a_shipped_transformers_model():
 
 @pytest.mark.parametrize("overrides, message", [
     (["model=hf", "model.hf.task=foo"],
-     "model.hf.task='foo' is invalid: allowed: pretraining | masked-lm | causal-lm | classification"),
+     "model.hf.task='foo' is invalid: allowed: pretraining | masked-lm | causal-lm | classification | "
+     "question-answering"),
     (["model=hf", "model.hf.config=nobody/nothing"], "model.hf.config='nobody/nothing' is invalid: allowed: a "),
     (["model=hf", "model.sequence_length=600"], "model.sequence_length=600 is invalid: allowed: an integer in "
                                                 "[1, 512] for bert-large-uncased"),

@@ -60,7 +60,7 @@ def test_a_local_folder_and_overrides(tmp_path):
 @pytest.mark.parametrize("cfg, message", [
     (_cfg("no-such/model"), "model.hf.config: 'no-such/model' is not a local file or folder"),
     (_cfg("bert-base-uncased", "translation"), "model.hf.task: 'translation' is not allowed; allowed: pretraining"),
-    (_cfg("gpt2-medium", "masked-lm"), "allowed: causal-lm | classification | pretraining for gpt2-medium"),
+    (_cfg("gpt2-medium", "masked-lm"), "allowed: causal-lm | classification | pretraining | question-answering for gpt2-medium"),
     (_cfg("bert-base-uncased", sequence_length=513), "model.sequence_length: 513 is not allowed"),
     (_cfg("roberta-large", "masked-lm", sequence_length=513), "an integer in [1, 512] for roberta-large"),
 ])
@@ -127,3 +127,26 @@ def test_blocks_compute_what_transformers_computes(config, task):
     if task == "classification" and not src.is_vision and "gpt" in config:
         expected = expected[:, -1]
     torch.testing.assert_close(logits, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("config", ["bert-base-uncased", "roberta-large"])
+def test_question_answering_head_gives_transformers_span_logits_and_loss(config):
+    """task=question-answering: the span head on every position, loss the mean of start and end cross-entropies,
+    as Transformers' *ForQuestionAnswering (SQuAD fine-tuning)."""
+    cfg = _cfg(config, "question-answering", **SMALL)
+    torch.manual_seed(0)
+    ours = build_model(cfg).eval()
+    assert [s.name for s in ours.input_spec][-2:] == ["start_positions", "end_positions"]
+    src = resolve(cfg)
+    reference = transformers.AutoModelForQuestionAnswering.from_config(
+        transformers.AutoConfig.for_model(**src.config), attn_implementation="eager", dtype=torch.float32).eval()
+    reference.load_state_dict(ours.transformers_model.state_dict())
+    inputs = list(ours.example_inputs(3, device="cpu"))
+    names = [s.name for s in ours.input_spec]
+    kwargs = {name: (t if t.is_floating_point() else t.long()) for name, t in zip(names, inputs)}
+    with torch.no_grad():
+        loss, logits = ours(*inputs)
+        expected = reference(**kwargs)
+    torch.testing.assert_close(logits[..., 0], expected.start_logits, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(logits[..., 1], expected.end_logits, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(loss, expected.loss, rtol=1e-4, atol=1e-5)
