@@ -86,7 +86,7 @@ def _sibling_configs(path: Path) -> Optional[Dict[str, Any]]:
 
 
 def _read_benchmark(path: Path, entry: Dict[str, Any], config: str, draft: Draft) -> Draft:
-    from ipuexp.config.importers import pytorch_examples, tf1_cnns
+    from ipuexp.config.importers import pytorch_examples, tf1_cnns, tf2_bert
 
     script, flags, _ = pytorch_examples.parse_command(str(entry["cmd"]))
     configs = _sibling_configs(path)
@@ -97,24 +97,35 @@ def _read_benchmark(path: Path, entry: Dict[str, Any], config: str, draft: Draft
         merged = {**configs[name], **flags}
         draft.title = tf1_cnns.TITLE
         return tf1_cnns.convert(merged, draft)
+    if script in tf2_bert.SCRIPTS or script in tf2_bert.TASK_SCRIPTS:
+        draft.title = tf2_bert.TITLE
+        return tf2_bert.convert_benchmark(path, entry, flags, draft)
     app = pytorch_examples.APPS.get(pytorch_examples.SCRIPTS.get(script, ""))
     if app is None:
-        raise refuse("cmd", script, "allowed: the scripts of the PyTorch ViT and GPT-2 examples and the TensorFlow 1 "
-                     "CNN application (train.py)")
+        raise refuse("cmd", script, "allowed: the scripts of the PyTorch ViT and GPT-2 examples, the TensorFlow 2 BERT "
+                     "example (run_pretraining.py) and the TensorFlow 1 CNN application (train.py)")
     draft.title = app.title
     return pytorch_examples.convert_benchmark(entry, config, configs, draft)
 
 
 def _read_json(path: Path, config: Optional[str], locator: str) -> Draft:
-    from ipuexp.config.importers import optimum
+    from ipuexp.config.importers import optimum, popart_bert, tf1_bert, tf2_bert
 
     fields, warnings = optimum.read(path, key="FILE")
     if _is_optimum(fields):
         raise refuse("FILE", str(path), "an Optimum Graphcore ipu_config.json: import it with --base RECIPE, or run "
                      "it with model.hf.ipu_config=PATH")
-    key = next((k for k in ("popart_dtype", "task", "pipeline_stages") if k in fields), next(iter(fields), "?"))
-    raise refuse(key, fields.get(key), "a PopART or TensorFlow BERT JSON configuration; ipuexp imports the "
-                 "PyTorch examples, the TensorFlow 1 CNN application and Optimum Graphcore ipu_config.json")
+    draft = Draft(source=locator, title="")
+    # Each application's own keys tell the formats apart: TF2 nests its options in sections, PopART names its
+    # precision popart_dtype and its vocabulary vocab_length, TF1 takes BERT's own names (seq_length, vocab_size).
+    for module, marker in ((tf2_bert, "bert_config"), (popart_bert, "popart_dtype"), (popart_bert, "vocab_length"),
+                           (tf1_bert, "seq_length")):
+        if marker in fields:
+            draft.title = module.TITLE
+            return module.convert(fields, draft)
+    key = next(iter(fields), "?")
+    raise refuse(key, fields.get(key), "not a configuration ipuexp imports (PopART, TensorFlow 1 or TensorFlow 2 "
+                 "BERT JSON; Optimum Graphcore ipu_config.json)")
 
 
 def _is_optimum(fields: Dict[str, Any]) -> bool:
