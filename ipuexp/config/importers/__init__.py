@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ipuexp.config.importers.mapping import Draft, refuse
+from ipuexp.config.importers.mapping import Draft, as_int, refuse
 
 
 def load_yaml(path: Path) -> Dict[str, Any]:
@@ -35,7 +35,7 @@ def names(path: str | Path) -> List[str]:
 def _is_config(entry: Dict[str, Any]) -> bool:
     """A named configuration, not an anchor of shared options (``train_options``, ``defaults``)."""
     return "cmd" in entry or any(k in entry for k in ("micro_batch_size", "batch_size", "replicas",
-                                                      "replication_factor"))
+                                                      "replication_factor", "micro-batch-size", "num-replicas"))
 
 
 def read(path: str | Path, config: Optional[str] = None, source: Optional[str] = None) -> Draft:
@@ -63,18 +63,25 @@ def read(path: str | Path, config: Optional[str] = None, source: Optional[str] =
 
 
 def _read_configs(entry: Dict[str, Any], draft: Draft) -> Draft:
-    from ipuexp.config.importers import pytorch_examples, tf1_cnns
+    from ipuexp.config.importers import pytorch_cnns, pytorch_examples, tf1_cnns, tf2_cnns
 
+    # Each application's own key names tell them apart.
     if "model_size" in entry or "gradient_accumulation_count" in entry:
         draft.title = tf1_cnns.TITLE
         return tf1_cnns.convert(entry, draft)
+    if "model-name" in entry or "micro-batch-size" in entry:
+        draft.title = tf2_cnns.TITLE
+        return tf2_cnns.convert(entry, draft)
+    if "norm_type" in entry or "half_partial" in entry or "data" in entry:
+        draft.title = pytorch_cnns.TITLE
+        return pytorch_cnns.convert(entry, draft)
     if "matmul_proportion" in entry or "layers_per_ipu" in entry:
         app = pytorch_examples.app_of_config(entry)
         draft.title = app.title
         return pytorch_examples.convert(entry, app, draft)
     key = next(iter(entry), "?")
     raise refuse(key, entry.get(key), "not a configuration of an application ipuexp imports (PyTorch BERT, ViT, "
-                 "GPT-2; TensorFlow 1 CNNs)")
+                 "GPT-2 and CNNs; TensorFlow 1 and 2 CNNs)")
 
 
 def _sibling_configs(path: Path) -> Optional[Dict[str, Any]]:
@@ -86,17 +93,25 @@ def _sibling_configs(path: Path) -> Optional[Dict[str, Any]]:
 
 
 def _read_benchmark(path: Path, entry: Dict[str, Any], config: str, draft: Draft) -> Draft:
-    from ipuexp.config.importers import pytorch_examples, tf1_cnns, tf2_bert
+    from ipuexp.config.importers import pytorch_examples, tf2_bert
 
-    script, flags, _ = pytorch_examples.parse_command(str(entry["cmd"]))
+    script, flags, poprun = pytorch_examples.parse_command(str(entry["cmd"]))
     configs = _sibling_configs(path)
     if script == "train.py" and configs is not None and "config" in flags:
         name = flags.pop("config")
         if name not in configs:
             raise refuse("config", name, "allowed: a configuration of the configs file beside this file")
         merged = {**configs[name], **flags}
-        draft.title = tf1_cnns.TITLE
-        return tf1_cnns.convert(merged, draft)
+        # The PyTorch CNN application under poprun takes its replicas from poprun; the TF1 application keeps its own
+        # --replicas.
+        pytorch = "model_size" not in merged
+        if pytorch and "num_replicas" in poprun:
+            merged["replicas"] = poprun["num_replicas"]
+        draft = _read_configs(merged, draft)
+        if pytorch and "num_instances" in poprun:
+            draft.set("options.num_instances", as_int("num_instances", poprun["num_instances"]),
+                      f"poprun --num-instances={poprun['num_instances']}")
+        return draft
     if script in tf2_bert.SCRIPTS or script in tf2_bert.TASK_SCRIPTS:
         draft.title = tf2_bert.TITLE
         return tf2_bert.convert_benchmark(path, entry, flags, draft)

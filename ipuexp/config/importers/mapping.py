@@ -259,3 +259,18 @@ def stages_of_names(key: str, stages: Any, mapping: Optional[Sequence[int]], lay
     if heads_stage and ipus is None:
         ipus = list(range(len(layers_per_stage))) + [len(layers_per_stage) - 1]
     return layers_per_stage, ipus
+
+
+def accumulation_from_global(draft: Draft, key: str, batch_keys: str) -> None:
+    """A global batch size (noted as ``_global_batch``) sets the gradient accumulation to global / (micro-batch x
+    replicas), as the applications that take one compute it; ``batch_keys`` names their batch keys for the refusal."""
+    total = draft.values.pop("_global_batch", None)
+    draft.notes.pop("_global_batch", None)
+    if total is None:
+        return
+    per_step = int(draft.values.get("data.micro_batch_size", 1)) * int(draft.values.get("options.replication_factor",
+                                                                                          1))
+    if total % per_step:
+        raise refuse(key, total, f"allowed: a multiple of {batch_keys} ({per_step})")
+    draft.set("options.gradient_accumulation", total // per_step,
+              f"{key}: {total} / (micro-batch x replicas {per_step})")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ipuexp.config.importers.mapping import (Draft, as_bool, as_float, as_int, as_int_list, as_proportion, bert,
+from ipuexp.config.importers.mapping import (Draft, accumulation_from_global, as_bool, as_float, as_int, as_int_list, as_proportion, bert,
                                              choose, classify, heads_back_on_first_ipu, mask_tokens, refuse, to)
 
 TITLE = "Graphcore's BERT example (PopART)"
@@ -87,7 +87,7 @@ def convert(cfg: Mapping[str, Any], draft: Draft) -> Draft:
          ("vocab_length", cfg["vocab_length"]) if "vocab_length" in cfg else None)
     classify(draft, {k: v for k, v in cfg.items() if k not in MODEL_KEYS}, RULES, UNMODELLED)
     _placement(draft, cfg)
-    _batch(draft)
+    accumulation_from_global(draft, "global_batch_size", "micro_batch_size x replication_factor")
     # utils/options.py defaults for keys the file leaves out, and what bert_session_options sets in code.
     draft.default("options.device_iterations", 1, "options.py: --batches-per-step default 1")
     draft.default("options.precision", "16.16", "options.py: --popart-dtype default FLOAT16")
@@ -129,16 +129,3 @@ def _layers(draft: Draft) -> int:
 
     return zoo_layers("bert", draft.values["model.size"])
 
-
-def _batch(draft: Draft) -> None:
-    """options.py: a global batch size sets the gradient accumulation to global / (micro-batch x replicas)."""
-    total = draft.values.pop("_global_batch", None)
-    if total is None:
-        return
-    per_step = int(draft.values.get("data.micro_batch_size", 1)) * int(draft.values.get("options.replication_factor",
-                                                                                          1))
-    if total % per_step:
-        raise refuse("global_batch_size", total, f"allowed: a multiple of micro_batch_size x replication_factor "
-                     f"({per_step})")
-    draft.set("options.gradient_accumulation", total // per_step,
-              f"global_batch_size: {total} / (micro-batch x replicas {per_step})")
