@@ -24,19 +24,25 @@ def _only(allowed: Any, why: str):
 
 
 def _recompute_mode(draft: Draft, key: str, value: Any) -> None:
+    """The application recomputes with PopART's RecomputeAll (``_Popart.set("autoRecomputation", 3)``) whenever
+    ``--recompute-mode`` is not none, checkpointing the tensors it names: ipuexp's ``all``."""
     mode = choose(key, value, {"none": "none", "manual": "manual"})
-    draft.set("options.recomputation.mode", "none" if mode == "none" else "pipeline", f"{key}: {value}")
+    draft.set("options.recomputation.mode", "none" if mode == "none" else "all",
+              f"{key}: {value}" + (" (autoRecomputation RecomputeAll at the named checkpoints)" if mode != "none"
+                                   else ""))
 
 
 def _checkpoints(draft: Draft, key: str, value: Any) -> None:
-    """Named recomputation checkpoints (``recomputationCheckpoint`` on those tensors). ipuexp places checkpoints
-    per block: the residual adds (``add_k``, a bottleneck block's output) become one checkpoint at every block output.
-    A warning, since the file's list may leave out some blocks or add tensors inside one."""
+    """Named recomputation checkpoints (``recomputationCheckpoint`` on those tensors): mostly the residual adds
+    (``add_k``, a bottleneck block's output), which ipuexp places with a checkpoint at every layer's output, so the
+    recomputation runs one block at a time. A warning, since the file's list may leave out some blocks or add
+    tensors inside one."""
     names = [str(v) for v in (value or [])]
     if not names:
         draft.skip(key)
         return
-    draft.set("options.recomputation.checkpoint_every_layer", True, f"{key}: {len(names)} named tensors")
+    draft.set("options.recomputation.checkpoint_every_layer", True, f"{key}: {len(names)} named tensors, mostly "
+              "the blocks' residual adds")
     adds = sum(1 for n in names if n == "add" or n.startswith("add_"))
     draft.warnings.append(f"{key}: {len(names)} named checkpoints ({adds} residual adds) modelled as one "
                           "checkpoint at every bottleneck block's output")
