@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ipuexp.config.importers.mapping import (Draft, accumulation_from_global, as_bool, as_float, as_int, as_int_list, as_proportion, bert,
-                                             choose, classify, heads_back_on_first_ipu, mask_tokens, refuse, to)
+from ipuexp.config.importers.mapping import (Draft, accumulation_from_global, as_bool, as_float, as_int,
+                                             as_int_list, as_proportion, bert, choose, classify,
+                                             heads_back_on_first_ipu, mask_tokens, refuse, to)
 
 TITLE = "Graphcore's BERT example (PopART)"
 # Packed sequences (several short sequences in one row) change the attention and the samples per row; ipuexp

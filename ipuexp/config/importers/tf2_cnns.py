@@ -2,16 +2,16 @@
 and the ``train.py --config`` command lines of its ``benchmarks.yml``.
 
 Keys are the argument parser's options with dashes (``--micro-batch-size`` is the key ``micro-batch-size``), as
-in the file; a command line's flags are read the same way. The zoo has ResNet-50 of this application's models; the others are refused by
-``model_name``.
+in the file; a command line's flags are read the same way. The zoo has ResNet-50 of this application's models;
+the others are refused by ``model-name``.
 """
 from __future__ import annotations
 
 import re
 from typing import Any, List, Mapping
 
-from ipuexp.config.importers.mapping import (Draft, accumulation_from_global, as_bool, as_float, as_int, as_int_list, choose, classify, refuse,
-                                             to)
+from ipuexp.config.importers.mapping import (Draft, accumulation_from_global, as_bool, as_float, as_int,
+                                             as_int_list, choose, classify, refuse, to)
 from ipuexp.config.importers.tf1_cnns import RESNET50_STAGES, split_counts
 
 TITLE = "Graphcore's CNN example (TensorFlow 2)"
