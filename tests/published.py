@@ -6,7 +6,7 @@ copy beside the project to check that nothing drifted.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Tuple
+from typing import List, Tuple
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
@@ -34,3 +34,23 @@ def shared_copy(source: str) -> Tuple[Path, str]:
     repo, _, commit = repo_commit.partition("@")
     assert repo == "graphcore/examples" and commit in _COMMIT_PREFIX, f"unknown source {source!r}"
     return SHARED / "reference/graphcore-configs/examples" / f"{_COMMIT_PREFIX[commit]}_{path.replace('/', '_')}", config
+
+
+def split_bundle(path: Path, folder: Path) -> List[Path]:
+    """The JSON files a bundled copy holds (``### repository/path`` before each), written to ``folder`` under their
+    own names; any other file is returned as it is."""
+    text = path.read_text(encoding="utf-8")
+    if not text.startswith("### "):
+        return [path]
+    out = []
+    for part in text.split("### ")[1:]:
+        name, _, body = part.partition("\n")
+        target = folder / Path(name.strip()).name
+        target.write_text(body, encoding="utf-8")
+        out.append(target)
+    return out
+
+
+def bundled(path: Path, name: str, folder: Path) -> Path:
+    """The file ``name`` (its repository path) of a bundled copy, written to ``folder``."""
+    return next(p for p in split_bundle(path, folder) if p.name == Path(name).name)

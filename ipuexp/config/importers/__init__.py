@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ipuexp.config.importers.mapping import Draft, refuse
+from ipuexp.config.importers.mapping import Draft, as_int, refuse
 
 
 def load_yaml(path: Path) -> Dict[str, Any]:
@@ -35,7 +35,7 @@ def names(path: str | Path) -> List[str]:
 def _is_config(entry: Dict[str, Any]) -> bool:
     """A named configuration, not an anchor of shared options (``train_options``, ``defaults``)."""
     return "cmd" in entry or any(k in entry for k in ("micro_batch_size", "batch_size", "replicas",
-                                                      "replication_factor"))
+                                                      "replication_factor", "micro-batch-size", "num-replicas"))
 
 
 def read(path: str | Path, config: Optional[str] = None, source: Optional[str] = None) -> Draft:
@@ -63,18 +63,25 @@ def read(path: str | Path, config: Optional[str] = None, source: Optional[str] =
 
 
 def _read_configs(entry: Dict[str, Any], draft: Draft) -> Draft:
-    from ipuexp.config.importers import pytorch_examples, tf1_cnns
+    from ipuexp.config.importers import pytorch_cnns, pytorch_examples, tf1_cnns, tf2_cnns
 
+    # Each application's own key names tell them apart.
     if "model_size" in entry or "gradient_accumulation_count" in entry:
         draft.title = tf1_cnns.TITLE
         return tf1_cnns.convert(entry, draft)
+    if "model-name" in entry or "micro-batch-size" in entry:
+        draft.title = tf2_cnns.TITLE
+        return tf2_cnns.convert(entry, draft)
+    if "norm_type" in entry or "half_partial" in entry or "data" in entry:
+        draft.title = pytorch_cnns.TITLE
+        return pytorch_cnns.convert(entry, draft)
     if "matmul_proportion" in entry or "layers_per_ipu" in entry:
         app = pytorch_examples.app_of_config(entry)
         draft.title = app.title
         return pytorch_examples.convert(entry, app, draft)
     key = next(iter(entry), "?")
     raise refuse(key, entry.get(key), "not a configuration of an application ipuexp imports (PyTorch BERT, ViT, "
-                 "GPT-2; TensorFlow 1 CNNs)")
+                 "GPT-2 and CNNs; TensorFlow 1 and 2 CNNs)")
 
 
 def _sibling_configs(path: Path) -> Optional[Dict[str, Any]]:
@@ -86,35 +93,54 @@ def _sibling_configs(path: Path) -> Optional[Dict[str, Any]]:
 
 
 def _read_benchmark(path: Path, entry: Dict[str, Any], config: str, draft: Draft) -> Draft:
-    from ipuexp.config.importers import pytorch_examples, tf1_cnns
+    from ipuexp.config.importers import pytorch_examples, tf2_bert
 
-    script, flags, _ = pytorch_examples.parse_command(str(entry["cmd"]))
+    script, flags, poprun = pytorch_examples.parse_command(str(entry["cmd"]))
     configs = _sibling_configs(path)
     if script == "train.py" and configs is not None and "config" in flags:
         name = flags.pop("config")
         if name not in configs:
             raise refuse("config", name, "allowed: a configuration of the configs file beside this file")
         merged = {**configs[name], **flags}
-        draft.title = tf1_cnns.TITLE
-        return tf1_cnns.convert(merged, draft)
+        # The PyTorch CNN application under poprun takes its replicas from poprun; the TF1 application keeps its own
+        # --replicas.
+        pytorch = "model_size" not in merged
+        if pytorch and "num_replicas" in poprun:
+            merged["replicas"] = poprun["num_replicas"]
+        draft = _read_configs(merged, draft)
+        if pytorch and "num_instances" in poprun:
+            draft.set("options.num_instances", as_int("num_instances", poprun["num_instances"]),
+                      f"poprun --num-instances={poprun['num_instances']}")
+        return draft
+    if script in tf2_bert.SCRIPTS or script in tf2_bert.TASK_SCRIPTS:
+        draft.title = tf2_bert.TITLE
+        return tf2_bert.convert_benchmark(path, entry, flags, draft)
     app = pytorch_examples.APPS.get(pytorch_examples.SCRIPTS.get(script, ""))
     if app is None:
-        raise refuse("cmd", script, "allowed: the scripts of the PyTorch ViT and GPT-2 examples and the TensorFlow 1 "
-                     "CNN application (train.py)")
+        raise refuse("cmd", script, "allowed: the scripts of the PyTorch ViT and GPT-2 examples, the TensorFlow 2 BERT "
+                     "example (run_pretraining.py) and the TensorFlow 1 CNN application (train.py)")
     draft.title = app.title
     return pytorch_examples.convert_benchmark(entry, config, configs, draft)
 
 
 def _read_json(path: Path, config: Optional[str], locator: str) -> Draft:
-    from ipuexp.config.importers import optimum
+    from ipuexp.config.importers import optimum, popart_bert, tf1_bert, tf2_bert
 
     fields, warnings = optimum.read(path, key="FILE")
     if _is_optimum(fields):
         raise refuse("FILE", str(path), "an Optimum Graphcore ipu_config.json: import it with --base RECIPE, or run "
                      "it with model.hf.ipu_config=PATH")
-    key = next((k for k in ("popart_dtype", "task", "pipeline_stages") if k in fields), next(iter(fields), "?"))
-    raise refuse(key, fields.get(key), "a PopART or TensorFlow BERT JSON configuration; ipuexp imports the "
-                 "PyTorch examples, the TensorFlow 1 CNN application and Optimum Graphcore ipu_config.json")
+    draft = Draft(source=locator, title="")
+    # Each application's own keys tell the formats apart: TF2 nests its options in sections, PopART names its
+    # precision popart_dtype and its vocabulary vocab_length, TF1 takes BERT's own names (seq_length, vocab_size).
+    for module, marker in ((tf2_bert, "bert_config"), (popart_bert, "popart_dtype"), (popart_bert, "vocab_length"),
+                           (tf1_bert, "seq_length")):
+        if marker in fields:
+            draft.title = module.TITLE
+            return module.convert(fields, draft)
+    key = next(iter(fields), "?")
+    raise refuse(key, fields.get(key), "not a configuration ipuexp imports (PopART, TensorFlow 1 or TensorFlow 2 "
+                 "BERT JSON; Optimum Graphcore ipu_config.json)")
 
 
 def _is_optimum(fields: Dict[str, Any]) -> bool:

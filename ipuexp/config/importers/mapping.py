@@ -196,3 +196,81 @@ def unpack_source(source: str) -> Tuple[str, str]:
     """``LOCATOR#CONFIG`` -> (LOCATOR, CONFIG)."""
     locator, _, config = source.partition("#")
     return locator, config
+
+
+def bert(draft: Draft, hidden: Tuple[str, Any], heads: Tuple[str, Any], layers: Optional[Tuple[str, Any]],
+         sequence: Tuple[str, Any], vocab: Optional[Tuple[str, Any]]) -> None:
+    """The zoo BERT of the file's hidden size and heads (each ``(file key, value)``), with its layer count,
+    sequence length and vocabulary."""
+    size = zoo_size("bert", hidden[0], hidden[1], {"hidden": as_int(*hidden), "heads": as_int(*heads)})
+    draft.set("model.name", "bert")
+    draft.set("model.size", size, f"{hidden[0]}: {hidden[1]}, {heads[0]}: {heads[1]}")
+    if layers is not None and as_int(*layers) != zoo_layers("bert", size):
+        draft.set("model.num_layers", as_int(*layers), f"{layers[0]}: {layers[1]}")
+    draft.set("model.sequence_length", as_int(*sequence), f"{sequence[0]}: {sequence[1]}")
+    if vocab is not None:
+        draft.set("model.vocab_size", as_int(*vocab), f"{vocab[0]}: {vocab[1]}")
+
+
+def bert_ffn(key: str, value: Any, draft: Draft) -> None:
+    """The feed-forward width must be the zoo variant's (BERT's 4 x hidden)."""
+    from ipuexp.models.variants import VARIANTS
+
+    ffn = VARIANTS["bert"][draft.values["model.size"]]["ffn"]
+    if as_int(key, value) != ffn:
+        raise refuse(key, value, f"allowed: {ffn} (the zoo's BERT-{draft.values['model.size']} feed-forward width)")
+
+
+def mask_tokens(key: str, value: Any, draft: Draft) -> None:
+    """Masked positions the MLM head gathers: the zoo's count for the sequence length; another count is a warning
+    (the head's cost over a few more or fewer tokens is a small part of a step)."""
+    from ipuexp.models.bert import mask_tokens_for
+
+    zoo = mask_tokens_for(int(draft.values["model.sequence_length"]))
+    if as_int(key, value) != zoo:
+        draft.warnings.append(f"{key}={value}: the zoo's BERT gathers {zoo} masked positions at sequence length "
+                              f"{draft.values['model.sequence_length']}; its MLM head is modelled with {zoo}")
+    else:
+        draft.skip(key)
+
+
+def stages_of_names(key: str, stages: Any, mapping: Optional[Sequence[int]], layer: str, before: Sequence[str],
+                    after: Sequence[str]) -> Tuple[List[int], Optional[List[int]]]:
+    """Pipeline stages named by block (``[["emb", "hid", ...], ["hid", ...], ["mlm", "nsp"]]``) as layers per
+    stage and the IPU of each stage; a last stage of heads only is the extra stage ``device_mapping`` allows.
+
+    ``layer`` names an encoder layer, ``before`` the blocks the zoo puts before the layers (embeddings) and
+    ``after`` those after them (pooler, heads)."""
+    if not isinstance(stages, list) or not stages or not all(isinstance(s, list) for s in stages):
+        raise refuse(key, stages, "allowed: a list of stages, each a list of block names")
+    flat = [str(b) for s in stages for b in s]
+    unknown = sorted(set(flat) - {layer, *before, *after})
+    if unknown:
+        raise refuse(key, unknown[0], f"allowed: {', '.join([layer, *before, *after])}")
+    order = [0 if b in before else 1 if b == layer else 2 for b in flat]
+    if order != sorted(order):
+        raise refuse(key, stages, "allowed: embeddings, then the encoder layers, then the heads (the zoo's order)")
+    counts = [sum(1 for b in s if b == layer) for s in stages]
+    heads_stage = all(str(b) in after for b in stages[-1]) and len(stages) > 1
+    layers_per_stage = counts[:-1] if heads_stage else counts
+    ipus = None if mapping is None else as_int_list("device_mapping", mapping)
+    if ipus is not None and len(ipus) != len(stages):
+        raise refuse("device_mapping", mapping, f"allowed: one IPU per stage ({len(stages)} stages)")
+    if heads_stage and ipus is None:
+        ipus = list(range(len(layers_per_stage))) + [len(layers_per_stage) - 1]
+    return layers_per_stage, ipus
+
+
+def accumulation_from_global(draft: Draft, key: str, batch_keys: str) -> None:
+    """A global batch size (noted as ``_global_batch``) sets the gradient accumulation to global / (micro-batch x
+    replicas), as the applications that take one compute it; ``batch_keys`` names their batch keys for the refusal."""
+    total = draft.values.pop("_global_batch", None)
+    draft.notes.pop("_global_batch", None)
+    if total is None:
+        return
+    per_step = int(draft.values.get("data.micro_batch_size", 1)) * int(draft.values.get("options.replication_factor",
+                                                                                          1))
+    if total % per_step:
+        raise refuse(key, total, f"allowed: a multiple of {batch_keys} ({per_step})")
+    draft.set("options.gradient_accumulation", total // per_step,
+              f"{key}: {total} / (micro-batch x replicas {per_step})")

@@ -10,14 +10,14 @@ from ipuexp.config.errors import ConfigError
 from ipuexp.config.importers import names, read
 from ipuexp.config.importers.recipe import write
 from ipuexp.config.user_recipes import ENV_VAR
-from published import SHARED
+from published import SHARED, split_bundle
 
 FILES = sorted((SHARED / "reference/graphcore-configs").glob("*/*"))
 pytestmark = pytest.mark.skipif(not FILES, reason="shared reference material not found")
 
 
-def _outcomes():
-    for path in FILES:
+def _outcomes(folder):
+    for path in (p for f in FILES for p in split_bundle(f, folder)):
         for name in names(path):
             try:
                 yield path, name, write(read(path, None if path.suffix == ".json" else name), "t",
@@ -31,7 +31,7 @@ def outcomes(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv(ENV_VAR, str(tmp_path_factory.mktemp("recipes")))
     try:
-        yield list(_outcomes())
+        yield list(_outcomes(tmp_path_factory.mktemp("bundle")))
     finally:
         mp.undo()
 
@@ -42,11 +42,15 @@ def test_every_configuration_imports_or_is_refused_in_one_line(outcomes):
     refused = [(p.name, n, r) for p, n, r in outcomes if isinstance(r, ConfigError)]
     for _, _, err in refused:
         assert "\n" not in str(err) and str(err).startswith(f"{err.key}=") and err.key
-    assert len(imported) == 69 and len(refused) == 155
+    assert len(imported) == 100 and len(refused) == 142
     keys = {}
     for _, _, err in refused:
         keys[err.key] = keys.get(err.key, 0) + 1
-    assert keys.get("model") and keys.get("hidden_size") and keys.get("packed_data") and keys.get("dataset")
+    assert keys == {"model": 52, "use_prepacked_pretraining_dataset": 16, "pipeline_splits": 16, "cmd": 10,
+                    "packed_data": 9, "identical_replica_seeding": 8, "hidden_size": 5, "parameters": 4,
+                    "options.gradient_accumulation": 4, "model_size": 4, "options.device_iterations": 3,
+                    "dataset": 2, "config": 2, "options.available_memory_proportion": 2, "model-name": 2,
+                    "use_packed_sequence_format": 1, "norm-layer": 1, "global-batch-size": 1}
 
 
 @pytest.mark.slow
@@ -58,6 +62,14 @@ def test_refusals_name_what_ipuexp_lacks(outcomes):
     assert tiny.key == "hidden_size" and "768 12 (base), 1024 16 (large)" in str(tiny)
     xl = by[("HEAD_nlp_gpt2_pytorch_benchmarks.yml", "pytorch_gpt2_xlarge_infer_gen_pod16")]
     assert xl.key == "model" and xl.value == "gpt2-xl"
+    packed = by[("v1.1_bert_popart_pod16-closed.json", "v1.1_bert_popart_pod16-closed")]
+    assert packed.key == "use_prepacked_pretraining_dataset" and "packed sequences" in str(packed)
+    squad = by[("HEAD_nlp_bert_tensorflow2_benchmarks.yml", "tf2_bert_squad_large_train_real_pod16")]
+    assert squad.key == "cmd" and "SQuAD span prediction head is not in the zoo" in str(squad)
+    effnet = by[("HEAD_vision_cnns_pytorch_train_configs.yml", "efficientnet-b4-g16-gn-pod16")]
+    assert effnet.key == "model" and effnet.value == "efficientnet-b4"
+    cifar = by[("HEAD_vision_cnns_tensorflow2_configs.yml", "resnet8_test")]
+    assert cifar.key == "model-name" and cifar.value == "cifar_resnet8"
 
 
 @pytest.mark.slow
@@ -73,6 +85,18 @@ def test_imported_configurations_follow_their_file(outcomes):
     assert r128.system.name == "pod128" and r128.options.replication_factor == 128
     bn16 = by[("v1.1_resnet_tf1_configs.yml", "mk2_resnet50_bn_16ipus")]
     assert list(bn16.options.pipeline.layers_per_ipu) == [3, 4, 4, 5] and bn16.options.precision == "16.32"
+    popart = by[("9b61ab6_applications_popart_bert_configs_mk2_pretrain_large_128.json",
+                 "9b61ab6_applications_popart_bert_configs_mk2_pretrain_large_128")]
+    assert popart.model.size == "large" and popart.options.gradient_accumulation == 65536 // (8 * 4)
+    assert list(popart.options.pipeline.device_mapping) == [0, 1, 2, 3, 0] and popart.model.vocab_size == 30400
+    tf2 = by[("pretrain_large_128_phase1_POD64.json", "pretrain_large_128_phase1_POD64")]
+    assert tf2.options.replication_factor == 16 and tf2.options.embedding_serialization_factor == 5
+    resnet = by[("HEAD_vision_cnns_pytorch_train_benchmarks.yml", "pytorch_resnet50_train_real_pod4")]
+    assert resnet.model.name == "resnet50" and resnet.options.replication_factor == 4
+    assert resnet.options.gradient_accumulation == 228 and resnet.options.num_instances == 2
+    bs20 = by[("HEAD_vision_cnns_tensorflow2_configs.yml", "resnet50_mlperf_pod16_bs20")]
+    assert list(bs20.options.pipeline.layers_per_ipu) == [1, 2, 1, 2, 2, 3, 5]
+    assert bs20.options.gradient_accumulation == 1920 // (20 * 16) and bs20.options.pipeline.schedule == "sequential"
 
 
 def test_split_points_become_segments():

@@ -1,0 +1,132 @@
+"""Graphcore's PopART BERT application: its JSON configurations (graphcore/examples
+``applications/popart/bert/configs/mk2/*.json``) and those of Graphcore's MLPerf Training BERT submissions, both read
+by ``bert.py --config``.
+
+Keys are the application's argument-parser options (``utils/options.py``); what ``bert.py`` sets in code
+(``bert_session_options``) and the parser's defaults for keys a file leaves out are cited line by line.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ipuexp.config.importers.mapping import (Draft, accumulation_from_global, as_bool, as_float, as_int,
+                                             as_int_list, as_proportion, bert, choose, classify,
+                                             heads_back_on_first_ipu, mask_tokens, refuse, to)
+
+TITLE = "Graphcore's BERT example (PopART)"
+# Packed sequences (several short sequences in one row) change the attention and the samples per row; ipuexp
+# does not model packing, so these keys refuse the configuration when on.
+PACKING = ("use_packed_sequence_format", "use_prepacked_pretraining_dataset")
+
+
+def _task(draft: Draft, key: str, value: Any) -> None:
+    if str(value).upper() != "PRETRAINING":
+        raise refuse(key, value, "allowed: PRETRAINING (the zoo's BERT has the MLM and NSP heads only; a task head "
+                     "such as SQuAD span prediction is not in the zoo)")
+    draft.skip(key)
+
+
+def _execution(draft: Draft, key: str, value: Any) -> None:
+    pipelined = as_bool(key, value) if key == "pipeline" else str(value).upper() == "PIPELINE"
+    if not pipelined:
+        raise refuse(key, value, "allowed: " + ("true" if key == "pipeline" else "PIPELINE") +
+                     " (ipuexp models pipelined execution; phased and sharded execution are not modelled)")
+    draft.set("options.recomputation.mode", "pipeline",
+              f"{key}: {value}: bert.py enablePipelining with autoRecomputation = RecomputationType.Pipeline")
+
+
+RULES = {
+    "task": _task,
+    "micro_batch_size": to("data.micro_batch_size", as_int),
+    "batch_size": to("data.micro_batch_size", as_int),
+    "replication_factor": to("options.replication_factor", as_int),
+    "gradient_accumulation_factor": to("options.gradient_accumulation", as_int),
+    "global_batch_size": lambda d, k, v: d.set("_global_batch", as_int(k, v)),
+    "batches_per_step": to("options.device_iterations", as_int),
+    "available_memory_proportion": to("options.available_memory_proportion", as_proportion),
+    "enable_half_partials": to("options.partials_type", lambda k, v: "half" if as_bool(k, v) else "float"),
+    "popart_dtype": to("options.precision", lambda k, v: choose(k, v, {"FLOAT16": "16.16", "FLOAT": "32.32"})),
+    "stochastic_rounding": to("options.stochastic_rounding", as_bool),
+    "optimizer_state_offchip": to("options.tensor_locations.optimizer_state.on_chip", lambda k, v: not as_bool(k, v)),
+    "replicated_tensor_sharding": to("options.tensor_locations.optimizer_state.replicated_tensor_sharding", as_bool),
+    "gradient_reduction_type": to("options.reduction_type", lambda k, v: choose(k, v, {"Mean": "mean", "Sum": "sum"})),
+    "loss_scaling": to("options.loss_scaling", as_float),
+    "embedding_serialization_vocab_steps": to("options.embedding_serialization_factor", as_int),
+    "optimizer": to("optimizer.name", lambda k, v: choose(k, v, {"LAMB": "lamb", "LAMB_NO_BIAS": "lamb",
+                                                                  "ADAM": "adam", "ADAM_NO_BIAS": "adam",
+                                                                  "SGD": "sgd"})),
+    "learning_rate": to("optimizer.learning_rate", as_float),
+    "weight_decay": to("optimizer.weight_decay", as_float),
+    "lr_bert_schedule": lambda d, k, v: d.set("optimizer.learning_rate", as_float(k, v.get("init_lr")),
+                                              f"{k}.init_lr: {v.get('init_lr')}") if isinstance(v, dict) and
+    "init_lr" in v else d.skip(k),
+    "mask_tokens": lambda d, k, v: mask_tokens(k, v, d),
+    "pipeline": _execution,
+    "execution_mode": _execution,
+    "seed": to("options.random_seed", as_int),
+}
+# Keys that change nothing ipuexp predicts: run length, learning-rate schedule and Adam/LAMB betas, data files and
+# caching, logging, checkpoints, dropout. split_qkv computes the same products as one fused QKV matmul (PopART
+# places the three on the same IPU), so it changes neither FLOPs nor weight bytes.
+UNMODELLED = ("no_dropout", "no_attn_dropout", "training_steps", "steps_per_log", "aggregate_metrics_over_steps",
+              "split_qkv", "beta1", "beta2", "learning_rate_function", "lr_warmup_steps", "lr_steps_per_decay_update",
+              "input_files", "shuffle", "duplication_factor", "epochs_to_cache", "checkpoint_dir", "no_validation",
+              "epochs", "epochs_per_save", "enable_tensorboard", "engine_cache", "tf_checkpoint",
+              "on_the_spot_validation_files", "max_training_sequences", "submission_division",
+              "submission_platform", "max_sequences_per_pack", "avg_seq_per_pack")
+MODEL_KEYS = ("num_layers", "hidden_size", "attention_heads", "sequence_length", "vocab_length", "layers_per_ipu",
+              "encoder_start_ipu") + PACKING
+
+
+def convert(cfg: Mapping[str, Any], draft: Draft) -> Draft:
+    for key in PACKING:
+        if key in cfg and as_bool(key, cfg[key]):
+            raise refuse(key, cfg[key], "allowed: false (packed sequences are not modelled)")
+    bert(draft, ("hidden_size", cfg.get("hidden_size")), ("attention_heads", cfg.get("attention_heads")),
+         ("num_layers", cfg["num_layers"]) if "num_layers" in cfg else None,
+         ("sequence_length", cfg.get("sequence_length", 128)),
+         ("vocab_length", cfg["vocab_length"]) if "vocab_length" in cfg else None)
+    classify(draft, {k: v for k, v in cfg.items() if k not in MODEL_KEYS}, RULES, UNMODELLED)
+    _placement(draft, cfg)
+    accumulation_from_global(draft, "global_batch_size", "micro_batch_size x replication_factor")
+    # utils/options.py defaults for keys the file leaves out, and what bert_session_options sets in code.
+    draft.default("options.device_iterations", 1, "options.py: --batches-per-step default 1")
+    draft.default("options.precision", "16.16", "options.py: --popart-dtype default FLOAT16")
+    draft.default("options.partials_type", "float", "options.py: --enable-half-partials default False")
+    draft.default("options.stochastic_rounding", False, "options.py: --stochastic-rounding default False")
+    draft.default("options.reduction_type", "sum", "options.py: --gradient-reduction-type default Sum")
+    draft.default("options.tensor_locations.optimizer_state.on_chip", True,
+                  "options.py: --optimizer-state-offchip default False")
+    draft.default("options.pipeline.schedule", "grouped", "bert.py: PopART's pipelining (one schedule)")
+    # bert.py bert_session_patterns: with recompute_checkpoint_every_layer (options.py default True) each encoder
+    # layer's output is a recomputation checkpoint.
+    if draft.values.get("options.recomputation.mode") == "pipeline":
+        draft.default("options.recomputation.checkpoint_every_layer", True,
+                      "options.py: --recompute-checkpoint-every-layer default True")
+    return draft
+
+
+def _placement(draft: Draft, cfg: Mapping[str, Any]) -> None:
+    """bert.py: the embedding on IPU 0, ``layers_per_ipu`` encoder layers on the IPUs from ``encoder_start_ipu``,
+    and the MLM and NSP heads in the last pipeline stage on the embedding's IPU (the MLM head shares the word
+    embedding)."""
+    if "layers_per_ipu" not in cfg:
+        raise refuse("layers_per_ipu", None, "allowed: the encoder layers on each IPU (a pipelined configuration)")
+    start = as_int("encoder_start_ipu", cfg.get("encoder_start_ipu", 1))
+    if start not in (0, 1):
+        raise refuse("encoder_start_ipu", start, "allowed: 0 or 1 (the embedding's IPU or the next one)")
+    lpi = [0] * start + as_int_list("layers_per_ipu", cfg["layers_per_ipu"])
+    if sum(lpi) != int(draft.values.get("model.num_layers") or _layers(draft)):
+        raise refuse("layers_per_ipu", cfg["layers_per_ipu"], f"allowed: layers summing to num_layers "
+                     f"({cfg.get('num_layers')})")
+    draft.set("options.pipeline.layers_per_ipu", lpi, f"layers_per_ipu: {cfg['layers_per_ipu']}, encoder_start_ipu: "
+              f"{start}" + (" (embedding alone on IPU 0)" if start else ""))
+    draft.set("options.pipeline.device_mapping", heads_back_on_first_ipu(lpi),
+              "bert.py: MLM and NSP heads in the last stage on the embedding's IPU 0 (tied word embedding)")
+
+
+def _layers(draft: Draft) -> int:
+    from ipuexp.config.importers.mapping import zoo_layers
+
+    return zoo_layers("bert", draft.values["model.size"])
+
