@@ -115,3 +115,21 @@ def test_command_lines_parse_like_argparse():
                                           "--config b16 --byteio true --matmul-proportion 0.3 0.2 --x ''")
     assert script == "pretrain.py" and poprun == {"num_replicas": 16, "num_instances": 8}
     assert flags == {"config": "b16", "byteio": True, "matmul_proportion": [0.3, 0.2], "x": None}
+
+
+@pytest.mark.slow
+def test_every_imported_configuration_runs(outcomes, tmp_path_factory):
+    """Imports and runs: each imported configuration goes through the analytic engine and gives a throughput
+    and a memory verdict for every IPU (out of memory is a result, not an error)."""
+    from ipuexp.app import evaluate
+
+    cache = str(tmp_path_factory.mktemp("captures"))
+    ran = 0
+    for path, name, exp in outcomes:
+        if isinstance(exp, ConfigError):
+            continue
+        result = evaluate(exp, cache_dir=cache).result
+        assert result.throughput.samples_per_s > 0, (path.name, name)
+        assert len(result.memory.ipus) == len(set(result.memory.ipus and [i.ipu for i in result.memory.ipus]))
+        ran += 1
+    assert ran == 100
