@@ -285,6 +285,45 @@ def refine(evaluator: Evaluator, outcomes: Dict[sp.Candidate, Outcome], stats: S
         seen.add(current.candidate)
 
 
+def local_search(problem: sp.Problem, pool: _Pool, stats: SearchStats, outcomes: Dict[sp.Candidate, Outcome],
+                 rounds: int = 3) -> None:
+    """Coordinate search from the fastest fitting candidate: every value of one dimension at a time (layouts
+    included), move to the fastest that fits, repeat until nothing improves."""
+    layouts = sp.layouts(problem)
+    fixed_amp = problem.recipe.amp if "amp" in problem.fixed else None
+    for _ in range(rounds):
+        best = ranked(outcomes)
+        if not best:
+            return
+        b = best[0].candidate
+        values = {"schedule": b.schedule, "partials": b.partials, "recompute": b.recompute,
+                  "device_iterations": b.device_iterations, "instances": b.instances,
+                  "optimizer_state": b.optimizer_state, "weights_on_chip": b.weights_on_chip,
+                  "io_tiles": b.io_tiles, "prefetch": b.prefetch, "amp0": b.amp[0], "amp": b.amp[-1],
+                  "batching": (b.micro_batch, b.grad_accum)}
+        batch: List[sp.Candidate] = []
+        for lay, r in layouts:
+            dims = sp.dimensions(problem, lay, r)
+            if lay != b.layout:  # another layout with the best's values where it offers them
+                v = {k: (values[k] if values[k] in dims[k] else dims[k][0]) for k in dims if k in values}
+                if dims["amp"] == (None,):
+                    v["amp"] = None
+                batch.append(sp.build(lay, r, v, fixed_amp))
+                continue
+            for name, choices in dims.items():
+                for choice in choices:
+                    v = dict(values, **{name: choice})
+                    if dims["amp"] == (None,):
+                        v["amp"] = None
+                    batch.append(sp.build(lay, r, v, fixed_amp if name != "amp" else None))
+        fresh = list(dict.fromkeys(c for c in batch if c not in outcomes))
+        for o in pool.map_async(fresh)():
+            outcomes[o.candidate] = o
+            _count(stats, o)
+        if ranked(outcomes)[0].candidate == b:
+            return
+
+
 def workers_for(requested: int) -> int:
     return requested if requested > 0 else max(1, os.cpu_count() or 1)
 
@@ -305,6 +344,7 @@ def run(problem: sp.Problem, evaluator: Evaluator, method: str, trials: int, sam
             exhaustive(problem, pool, stats, outcomes, quiet=quiet, limit=limit)
         else:
             optuna_search(problem, pool, stats, outcomes, trials, sampler, seed, quiet=quiet)
+        local_search(problem, pool, stats, outcomes)
     finally:
         pool.close()
     if refine_top:
@@ -315,7 +355,8 @@ def run(problem: sp.Problem, evaluator: Evaluator, method: str, trials: int, sam
 
 def ranked(outcomes: Dict[sp.Candidate, Outcome]) -> List[Outcome]:
     """Fitting candidates, fastest first (ties: more tile headroom first)."""
-    return sorted((o for o in outcomes.values() if o.fits), key=lambda o: (-o.samples_per_s, o.peak_tile_bytes))
+    return sorted((o for o in outcomes.values() if o.fits), key=lambda o: (-round(o.samples_per_s, 1),
+                                                                         o.peak_tile_bytes))
 
 
 def rejected(outcomes: Dict[sp.Candidate, Outcome], best: Optional[Outcome], n: int) -> List[Outcome]:

@@ -20,8 +20,9 @@ class PlanConfig:
     """Relative distance from ``global_batch`` a candidate's global batch may have (0.05: within 5%)."""
     fix: List[str] = field(default_factory=list)
     """Config keys that keep the recipe's value (e.g. ``[options.precision, data.micro_batch_size]``)."""
-    headroom: float = 0.0
-    """Share of tile memory that must stay free on the fullest tile of every IPU (0.05: use at most 95%)."""
+    headroom: float = 0.05
+    """Share of tile memory that must stay free on the fullest tile of every IPU (0.05: use at most 95%; the
+    emulator's memory figures carry a model error, so a plan at 100% is a plan at risk)."""
     top_k: int = 5
     """Candidates in the ranked table, in ``plan.json`` and as MLflow child runs."""
     search: str = "auto"
