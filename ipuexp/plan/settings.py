@@ -35,8 +35,9 @@ class PlanConfig:
     """Optuna sampler: nsga2 (multi-objective: throughput up, fullest tile down), tpe (throughput) or random."""
     seed: int = 0
     """Seed of the Optuna sampler."""
-    workers: int = 0
-    """Processes evaluating candidates (0: one per CPU core; 1: in this process)."""
+    workers: int = 1
+    """Processes evaluating candidates (1: in this process; 0: one per CPU core). Each process warms its own engine
+    caches, so on two cores a second process did not pay (bench_plan.py: 22.9 s with one, 26.0 s with two)."""
     refine: bool = True
     """After the search, raise each IPU's available memory proportion of the best candidates while it fits."""
     out_dir: str = "plan"
