@@ -146,9 +146,12 @@ class IPUPlan:
     def peak_step(self) -> Tuple[str, Dict[str, int]]:
         return max(self.steps, key=lambda st: sum(st[1].values())) if self.steps else ("", {})
 
-def plan_ipus(plan: ExecutionPlan, graph: Graph) -> List[IPUPlan]:
-    """Memory plans of every IPU of one replica."""
+def plan_ipus(plan: ExecutionPlan, graph: Graph, block_memo: Optional[Dict[Any, Dict]] = None) -> List[IPUPlan]:
+    """Memory plans of every IPU of one replica. ``block_memo`` lets callers that model many plans of one graph
+    share each block's temporaries and code keys across them (they depend only on the block, its IPU's tile
+    context and the settings in the key)."""
     s = _settings(plan)
+    shared: Dict[Any, Dict] = {} if block_memo is None else block_memo
     stages = plan.stages
     recompute = plan.recompute
     vocab = max((b.tied_parameters for b in graph.blocks), default=0)
@@ -159,7 +162,7 @@ def plan_ipus(plan: ExecutionPlan, graph: Graph) -> List[IPUPlan]:
         own = [st for st in stages if st.ipu == ipu]
         ctx = tile_context(plan, position)
         amp = ctx.amp_proportion
-        figs: Dict[Tuple[Any, ...], _BlockFigures] = {}
+        figs: Dict[Tuple[Any, ...], _BlockFigures] = shared.setdefault((ctx, s.training, s.serialisation, vocab), {})
         block_figs: Dict[int, _BlockFigures] = {}
         for st in own:
             for b in st.blocks:
@@ -357,9 +360,9 @@ def _steps(own: List[Stage], s: _Settings, recompute: bool, block_figs: Dict[int
                                     "streamed": update_stream}))
     return steps
 
-def estimate_memory(plan: ExecutionPlan, graph: Graph) -> MemoryFigures:
-    """Memory of every IPU of one replica, and whether it fits."""
-    return memory_figures(plan_ipus(plan, graph), plan)
+def estimate_memory(plan: ExecutionPlan, graph: Graph, block_memo: Optional[Dict[Any, Dict]] = None) -> MemoryFigures:
+    """Memory of every IPU of one replica, and whether it fits (``block_memo``: see ``plan_ipus``)."""
+    return memory_figures(plan_ipus(plan, graph, block_memo), plan)
 
 def memory_figures(ipu_plans: Sequence[IPUPlan], plan: ExecutionPlan) -> MemoryFigures:
     """:class:`MemoryFigures` of computed IPU plans, with the out-of-memory report when a tile overflows."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from math import ceil
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from ipuexp.config.schema import option_value
 from ipuexp.emulator.collectives import (
@@ -195,12 +195,17 @@ def _io(plan: ExecutionPlan, graph: Graph, ctx0: TileContext) -> Dict[str, Any]:
     return dict(io_s=transfer, io_overlap=overlap, io_exposed_s=exposed, host_period_s=per_instance * latency)
 
 
-def analyse(plan: ExecutionPlan, graph: Graph, record_events: bool = False) -> StepAnalysis:
-    """Time one step of ``plan`` (a weight update in training; one device iteration in inference)."""
+def analyse(plan: ExecutionPlan, graph: Graph, record_events: bool = False,
+            block_memo: Optional[Dict[TileContext, Dict]] = None) -> StepAnalysis:
+    """Time one step of ``plan`` (a weight update in training; one device iteration in inference).
+
+    ``block_memo`` (tile context -> block signature -> cycles) lets callers that time many plans of one graph
+    share the cost of its blocks across them: a block's cycles depend only on the block and its IPU's context."""
     opts, r, stages = plan.options, plan.rates, plan.stages
     ipu_ids = plan.ipus
     ctxs = {i: tile_context(plan, n) for n, i in enumerate(ipu_ids)}
-    memos: Dict[int, Dict] = {i: {} for i in ipu_ids}
+    shared: Dict[TileContext, Dict] = {} if block_memo is None else block_memo
+    memos: Dict[int, Dict] = {i: shared.setdefault(ctxs[i], {}) for i in ipu_ids}
     works = tuple(_stage_work(plan, s, ctxs[s.ipu], memos[s.ipu]) for s in stages)
     io = _io(plan, graph, ctxs[stages[0].ipu])
     ga = int(opts.gradient_accumulation)
@@ -283,10 +288,12 @@ def figures(a: StepAnalysis) -> ThroughputFigures:
                              utilisation=utilisation, breakdown=breakdown, peak_flops_bound_samples_per_s=bound)
 
 
-def estimate_throughput(plan: ExecutionPlan, graph: Graph) -> ThroughputFigures:
+def estimate_throughput(plan: ExecutionPlan, graph: Graph,
+                        block_memo: Optional[Dict[TileContext, Dict]] = None) -> ThroughputFigures:
     """Samples per second, step time, utilisation, bubble and time breakdown of one configuration (the error band
-    is the job's to add: ``ipuexp.app.evaluate``, from the calibration's residuals)."""
-    return figures(analyse(plan, graph))
+    is the job's to add: ``ipuexp.app.evaluate``, from the calibration's residuals). ``block_memo``: see
+    ``analyse``."""
+    return figures(analyse(plan, graph, block_memo=block_memo))
 
 
 def step_events(plan: ExecutionPlan, graph: Graph) -> List[Event]:

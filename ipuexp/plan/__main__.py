@@ -1,0 +1,96 @@
+"""``python -m ipuexp.plan +recipe=NAME [overrides] [plan.KEY=VALUE ...]``: the fastest configuration that fits.
+
+Overrides compose the experiment exactly as ``python -m ipuexp`` does (``system=pod64``, ``ipu=bow``, any
+option); ``plan.*`` keys set the search (``ipuexp.plan.settings.PlanConfig``). A bad value is one line naming
+the key, the value and what is allowed (exit 2); a problem with no fitting configuration ends with one line
+saying what is short, and by how much (exit 1).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+EXIT_CONFIG_ERROR = 2
+EXIT_INFEASIBLE = 1
+
+
+def split_overrides(args: List[str]) -> Tuple[List[str], List[str]]:
+    """(experiment overrides, ``plan.*`` overrides without their prefix)."""
+    plan = [a[len("plan."):] for a in args if a.startswith("plan.")]
+    return [a for a in args if not a.startswith("plan.")], plan
+
+
+def settings_of(overrides: List[str]):
+    """The PlanConfig of ``plan.*`` overrides; a wrong key or type is a ConfigError."""
+    from omegaconf import OmegaConf
+
+    from ipuexp.config.errors import ConfigError, from_omegaconf
+    from ipuexp.plan.settings import PlanConfig, check
+
+    try:
+        cfg = OmegaConf.merge(OmegaConf.structured(PlanConfig), OmegaConf.from_dotlist(overrides))
+    except Exception as exc:  # OmegaConf names the key; prefix it as the user typed it
+        err = from_omegaconf(exc, dict(o.split("=", 1) for o in overrides if "=" in o))
+        raise ConfigError(f"plan.{err.key}", err.value, err.allowed) from None
+    return check(OmegaConf.to_object(cfg))
+
+
+def parse(argv: List[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m ipuexp.plan", description=__doc__.splitlines()[0])
+    parser.add_argument("overrides", nargs="*", help="+recipe=NAME, config overrides, plan.KEY=VALUE")
+    parser.add_argument("--write-recipe", metavar="NAME", help="write the best configuration as recipe NAME "
+                        "(./recipes/NAME.yaml or $IPUEXP_RECIPE_DIR), usable as +recipe=NAME")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing recipe of that name")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse(list(sys.argv[1:] if argv is None else argv))
+    from ipuexp.config.compose import load_experiment
+    from ipuexp.config.errors import ConfigError
+
+    exp_overrides, plan_overrides = split_overrides(args.overrides)
+    try:
+        settings = settings_of(plan_overrides)
+        base = load_experiment(*exp_overrides)
+        from ipuexp.plan import search
+        from ipuexp.plan.output import distinct, print_plan, shortfall_line, write_outputs
+        from ipuexp.plan.planner import plan as run_plan
+
+        result = run_plan(base, settings, quiet=args.quiet)
+    except ConfigError as err:
+        print(f"ipuexp.plan: config error: {err}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
+    except KeyboardInterrupt:
+        print("ipuexp.plan: interrupted", file=sys.stderr)
+        return 130
+    top = distinct(result.ranked, settings.top_k, result.problem.recipe)
+    rejected = distinct(search.rejected(result.result.outcomes, top[0] if top else None, 50), 3,
+                        result.problem.recipe)
+    print_plan(result, top, rejected)
+    paths = write_outputs(result, top, rejected, Path(settings.out_dir))
+    print(f"Wrote {paths['plan']} and {paths['pareto']}")
+    if base.tracking.enabled:
+        from ipuexp.plan.tracking import track_plan
+
+        track_plan(result, top, paths)
+    if not top:
+        print(f"ipuexp.plan: {shortfall_line(search.closest(result.result.outcomes), result)}", file=sys.stderr)
+        return EXIT_INFEASIBLE
+    if args.write_recipe:
+        from ipuexp.plan.output import write_best_recipe
+
+        try:
+            path = write_best_recipe(result, top[0], args.write_recipe, overwrite=args.overwrite)
+        except ConfigError as err:
+            print(f"ipuexp.plan: config error: {err}", file=sys.stderr)
+            return EXIT_CONFIG_ERROR
+        print(f"Wrote recipe {path}: run it with python -m ipuexp +recipe={args.write_recipe}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""What a person acts on: the ranked table, why the best rejected candidates were rejected, ``plan.json``, the
+Pareto plot (throughput against the fullest tile, fitting and not), and the recipe body of a chosen candidate."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from ipuexp.emulator.oom import human
+from ipuexp.plan import space as sp
+from ipuexp.plan.evaluate import FITS, OOM, PRUNED, Outcome
+from ipuexp.plan.planner import Plan
+
+
+def distinct(outcomes: List[Outcome], n: int, recipe: Optional[sp.Candidate] = None) -> List[Outcome]:
+    """The first ``n`` outcomes with distinct predictions (candidates the model cannot tell apart, such as
+    variants in device iterations that change nothing, are shown once: the one changing the fewest options)."""
+    groups: Dict[Any, Outcome] = {}
+    for o in outcomes:
+        key = (round(o.samples_per_s, 1), o.peak_tile_bytes, o.status)
+        cur = groups.get(key)
+        if cur is None or (recipe is not None and len(sp.differences(o.candidate, recipe))
+                           < len(sp.differences(cur.candidate, recipe))):
+            groups[key] = o
+    out, seen = [], set()
+    for o in outcomes:
+        key = (round(o.samples_per_s, 1), o.peak_tile_bytes, o.status)
+        o = groups[key]
+        if key not in seen:
+            seen.add(key)
+            out.append(o)
+        if len(out) == n:
+            break
+    return out
+
+
+def throughput_text(o: Outcome) -> str:
+    band = f" (±{o.band_pct:.0f}%)" if o.band_pct is not None else ""
+    return f"{o.samples_per_s:,.0f}{band}"
+
+
+def row(o: Outcome, recipe: sp.Candidate) -> Dict[str, Any]:
+    changes = sp.differences(o.candidate, recipe)
+    return {
+        "samples_per_s": round(o.samples_per_s, 1), "error_band_pct": o.band_pct,
+        "step_time_s": o.step_time_s, "status": o.status, "global_batch": o.candidate.global_batch,
+        "peak_tile_bytes": o.peak_tile_bytes, "peak_tile_ipu": o.peak_tile_ipu,
+        "tile_headroom": round(o.tile_headroom, 4), "peak_ipu_bytes": o.peak_ipu_bytes, "peak_ipu": o.peak_ipu,
+        "ipu_headroom": round(o.ipu_headroom, 4), "changes": changes, "overrides": changes, "reason": o.reason,
+    }
+
+
+def print_plan(plan: Plan, top: List[Outcome], rejected: List[Outcome]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=max(Console().width, 150))
+    st = plan.result.stats
+    p = plan.problem
+    console.print(f"Planned {plan.base.recipe or plan.base.model.name} on {plan.base.system.name} "
+                  f"({p.num_ipus} IPUs), global batch {p.global_batch:,}: {st.method} search over a space of "
+                  f"{st.space_size:,}; {st.candidates:,} candidates in {st.seconds:.1f} s "
+                  f"({st.evaluated:,} fully evaluated, {st.pruned:,} rejected by the memory lower bound, "
+                  f"{st.refined:,} of them refining AMP); graph capture {plan.capture_s:.1f} s")
+    recipe_row = plan.result.recipe
+    table = Table(title="Fastest configurations that fit")
+    for col in ("#", "samples/s", "fullest IPU (free)", "fullest tile (free)"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("changes from the recipe", overflow="fold")
+    shown = [("recipe", recipe_row)] + [(str(i), o) for i, o in enumerate(top, 1)]
+    for label, o in shown:
+        if o.status not in (FITS, OOM):
+            table.add_row(label, "-", "-", "-", o.reason)
+            continue
+        ipu = f"IPU {o.peak_ipu}: {human(o.peak_ipu_bytes)} ({o.ipu_headroom:.0%})"
+        tile = f"IPU {o.peak_tile_ipu}: {human(o.peak_tile_bytes)} ({o.tile_headroom:.0%})"
+        changes = " ".join(sp.differences(o.candidate, p.recipe)).replace("options.", "") or "(the recipe)"
+        if o.status != FITS:
+            changes = f"does not fit: {o.reason}"
+        table.add_row(label, throughput_text(o), ipu, tile, changes)
+    console.print(table)
+    if rejected:
+        console.print("Why the most promising rejected candidates were rejected:")
+        for o in rejected:
+            speed = f"{o.samples_per_s:,.0f} samples/s, " if o.status == OOM else ""
+            console.print(f"  {speed}{' '.join(sp.differences(o.candidate, p.recipe)) or '(the recipe)'}: "
+                          f"{o.reason}", soft_wrap=True)
+
+
+def plan_json(plan: Plan, top: List[Outcome], rejected: List[Outcome]) -> Dict[str, Any]:
+    st = plan.result.stats
+    p = plan.problem
+    return {
+        "recipe": plan.base.recipe, "model": plan.base.model.name, "system": plan.base.system.name,
+        "ipu": plan.base.ipu.name, "global_batch": p.global_batch, "batch_tolerance": p.batch_tolerance,
+        "headroom": plan.settings.headroom, "fixed": sorted(plan.settings.fix),
+        "search": {"method": st.method, "space_size": st.space_size, "candidates": st.candidates,
+                   "evaluated": st.evaluated, "pruned": st.pruned, "invalid": st.invalid, "repeats": st.repeats,
+                   "refined": st.refined, "seconds": round(st.seconds, 2), "workers": st.workers,
+                   "capture_s": round(plan.capture_s, 2)},
+        "recipe_result": row(plan.result.recipe, p.recipe),
+        "top": [row(o, p.recipe) for o in top],
+        "rejected": [row(o, p.recipe) for o in rejected],
+    }
+
+
+def pareto_plot(plan: Plan, path: Path) -> Path:
+    """Throughput against the fullest tile of every timed candidate, fitting and not, with the front of the
+    fitting ones and the recipe marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    timed = [o for o in plan.result.outcomes.values() if o.status in (FITS, OOM)]
+    limit = plan.result.recipe.tile_limit_bytes or plan.result.recipe.tile_memory_bytes
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for status, colour, label in ((OOM, "#d62728", "does not fit"), (FITS, "#1f77b4", "fits")):
+        pts = [o for o in timed if o.status == status]
+        ax.scatter([o.peak_tile_bytes / 1024 for o in pts], [o.samples_per_s for o in pts], s=6, alpha=0.4,
+                   color=colour, label=f"{label} ({len(pts):,})")
+    front = pareto_front([o for o in timed if o.fits])
+    ax.plot([o.peak_tile_bytes / 1024 for o in front], [o.samples_per_s for o in front], "-o", color="black",
+            markersize=3, label="Pareto front of the fitting")
+    r = plan.result.recipe
+    if r.status in (FITS, OOM):
+        ax.scatter([r.peak_tile_bytes / 1024], [r.samples_per_s], marker="*", s=160, color="#ff7f0e",
+                   label="recipe", zorder=5)
+    ax.axvline(limit / 1024, color="grey", linestyle="--", linewidth=1, label="tile limit")
+    ax.set_xscale("log")
+    ax.set_xlabel("fullest tile (KiB)")
+    ax.set_ylabel("samples/s")
+    ax.set_title(f"{plan.base.recipe or plan.base.model.name} on {plan.base.system.name}: candidates")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def pareto_front(fitting: List[Outcome]) -> List[Outcome]:
+    """Candidates no other beats on both throughput and fullest tile, by fullest tile."""
+    front: List[Outcome] = []
+    for o in sorted(fitting, key=lambda o: (o.peak_tile_bytes, -o.samples_per_s)):
+        if not front or o.samples_per_s > front[-1].samples_per_s:
+            front.append(o)
+    return front
+
+
+def recipe_body(plan: Plan, best: Outcome) -> Dict[str, Any]:
+    """The recipe's config with the chosen candidate's values, as a ``+recipe=`` body (group defaults
+    included)."""
+    from omegaconf import OmegaConf
+
+    exp = sp.apply(plan.base, best.candidate)
+    cfg = OmegaConf.to_container(OmegaConf.structured(exp), resolve=True, enum_to_str=True)
+    body: Dict[str, Any] = {"defaults": [{"override /ipu": exp.ipu.name}, {"override /system": exp.system.name}]}
+    for key in ("recipe", "source", "model", "data", "options", "optimizer", "engine", "training"):
+        body[key] = cfg[key]
+    return body
+
+
+def write_outputs(plan: Plan, top: List[Outcome], rejected: List[Outcome], out_dir: Path) -> Dict[str, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "plan.json"
+    path.write_text(json.dumps(plan_json(plan, top, rejected), indent=2))
+    return {"plan": path, "pareto": pareto_plot(plan, out_dir / "pareto.png")}
+
+
+def shortfall_line(closest: Optional[Outcome], plan: Plan) -> str:
+    """The one line an infeasible problem ends with."""
+    p = plan.problem
+    head = (f"no configuration of {plan.base.model.name} {plan.base.model.size} fits on "
+            f"{plan.base.system.name} ({p.num_ipus} IPUs) at global batch {p.global_batch:,}")
+    if closest is None:
+        return head
+    changes = " ".join(sp.differences(closest.candidate, p.recipe)) or "the recipe"
+    return f"{head}: the closest ({changes}) leaves {closest.reason}"
+
+
+def write_best_recipe(plan: Plan, best: Outcome, name: str, overwrite: bool = False) -> Path:
+    """Write ``best`` as a user recipe ``+recipe=NAME`` (``config.user_recipes``)."""
+    from ipuexp.config.user_recipes import write_recipe
+
+    body = recipe_body(plan, best)
+    body["recipe"] = name
+    header = [f"Written by python -m ipuexp.plan from recipe {plan.base.recipe} on {plan.base.system.name}, "
+              f"global batch {plan.problem.global_batch:,}.",
+              f"Predicted {throughput_text(best)} samples/s; fullest tile {human(best.peak_tile_bytes)} "
+              f"({best.tile_headroom:.0%} free).",
+              "Changes from the recipe: " + (" ".join(sp.differences(best.candidate, plan.problem.recipe))
+                                             or "none")]
+    return write_recipe(name, body, header, overwrite=overwrite)

@@ -1,0 +1,64 @@
+"""The planner's settings (``plan.*`` on the command line), typed and documented like the experiment schema."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+from ipuexp.config.errors import ConfigError
+
+SEARCHES = ("auto", "exhaustive", "optuna")
+SAMPLERS = ("nsga2", "tpe", "random")
+
+
+@dataclass
+class PlanConfig:
+    """``python -m ipuexp.plan`` settings: what is fixed, what must hold, how hard to search."""
+
+    global_batch: Optional[int] = None
+    """Samples per weight update (micro-batch x replicas x gradient accumulation); None: the recipe's."""
+    batch_tolerance: float = 0.0
+    """Relative distance from ``global_batch`` a candidate's global batch may have (0.05: within 5%)."""
+    fix: List[str] = field(default_factory=list)
+    """Config keys that keep the recipe's value (e.g. ``[options.precision, data.micro_batch_size]``)."""
+    headroom: float = 0.05
+    """Share of tile memory that must stay free on the fullest tile of every IPU (0.05: use at most 95%; the
+    emulator's memory figures carry a model error, so a plan at 100% is a plan at risk)."""
+    top_k: int = 5
+    """Candidates in the ranked table, in ``plan.json`` and as MLflow child runs."""
+    search: str = "auto"
+    """auto (exhaustive up to ``exhaustive_limit`` candidates, else Optuna), exhaustive or optuna."""
+    exhaustive_limit: int = 20000
+    """Largest space ``search=auto`` enumerates in full."""
+    trials: int = 4000
+    """Distinct candidates Optuna evaluates (its sampler may propose one twice; a repeat is not counted)."""
+    sampler: str = "nsga2"
+    """Optuna sampler: nsga2 (multi-objective: throughput up, fullest tile down), tpe (throughput) or random."""
+    seed: int = 0
+    """Seed of the Optuna sampler."""
+    workers: int = 1
+    """Processes evaluating candidates (1: in this process; 0: one per CPU core). Each process warms its own engine
+    caches, so on two cores a second process did not pay (bench_plan.py: 22.9 s with one, 26.0 s with two)."""
+    refine: bool = True
+    """After the search, raise each IPU's available memory proportion of the best candidates while it fits."""
+    out_dir: str = "plan"
+    """Folder for ``plan.json`` and ``pareto.png`` (relative to the launch directory)."""
+
+
+def check(cfg: PlanConfig) -> PlanConfig:
+    """One-line errors for settings no search can use."""
+    if cfg.global_batch is not None and (not isinstance(cfg.global_batch, int) or cfg.global_batch < 1):
+        raise ConfigError("plan.global_batch", cfg.global_batch, "allowed: null (the recipe's) or an integer >= 1")
+    if not 0 <= cfg.batch_tolerance < 1:
+        raise ConfigError("plan.batch_tolerance", cfg.batch_tolerance, "allowed: a number in [0, 1)")
+    if not 0 <= cfg.headroom < 1:
+        raise ConfigError("plan.headroom", cfg.headroom, "allowed: a number in [0, 1) (share of tile memory)")
+    if cfg.search not in SEARCHES:
+        raise ConfigError("plan.search", cfg.search, f"allowed: {' | '.join(SEARCHES)}")
+    if cfg.sampler not in SAMPLERS:
+        raise ConfigError("plan.sampler", cfg.sampler, f"allowed: {' | '.join(SAMPLERS)}")
+    for key in ("top_k", "trials", "exhaustive_limit"):
+        if getattr(cfg, key) < 1:
+            raise ConfigError(f"plan.{key}", getattr(cfg, key), "allowed: an integer >= 1")
+    if cfg.workers < 0:
+        raise ConfigError("plan.workers", cfg.workers, "allowed: 0 (one per CPU core) or an integer >= 1")
+    return cfg
