@@ -2,6 +2,8 @@
 the package, and nothing reads the source tree or the material beside it."""
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -56,6 +58,24 @@ def test_installed_package_runs_from_an_unrelated_directory(installed, tmp_path)
                  installed, tmp_path)
     assert mnist.returncode == 0, mnist.stderr[-2000:]
     assert re.search(r"test accuracy \d+\.\d+%", mnist.stdout), mnist.stdout[-2000:]
+
+    # A shipped Transformers configuration, and an imported Optimum IPUConfig written to ./recipes of the launch
+    # directory and run from there.
+    if importlib.util.find_spec("transformers") is not None:
+        hf = _run(["-m", "ipuexp", "model=hf", "model.hf.config=bert-base-uncased", "hydra.run.dir=hf",
+                   "options.pipeline.layers_per_ipu=[6,6]", "options.gradient_accumulation=16"], installed, tmp_path)
+        assert hf.returncode == 0, hf.stderr[-2000:]
+        assert "hf:bert-base-uncased" in (tmp_path / "hf" / "result.json").read_text()
+    (tmp_path / "ipu_config.json").write_text(json.dumps({"layers_per_ipu": [3, 7, 7, 7], "ipus_per_replica": 4,
+                                                          "replication_factor": 4, "gradient_accumulation_steps": 64,
+                                                          "matmul_proportion": 0.25}))
+    imported = _run(["-m", "ipuexp.recipes", "import", "ipu_config.json", "--base", "bert_large", "--name", "mine"],
+                    installed, tmp_path)
+    assert imported.returncode == 0, imported.stderr[-2000:]
+    assert (tmp_path / "recipes" / "mine.yaml").is_file()
+    mine = _run(["-m", "ipuexp", "+recipe=mine", "hydra.run.dir=mine"], installed, tmp_path)
+    assert mine.returncode == 0, mine.stderr[-2000:]
+    assert json.loads((tmp_path / "mine" / "result.json").read_text())["recipe"] == "mine"
 
     check = _run(["-m", "ipuexp.validate", "--no-loo"], installed, tmp_path)
     assert check.returncode in (0, 1), check.stderr[-2000:]  # 1: a row outside the thresholds, not a crash
