@@ -8,6 +8,7 @@ which only it registers, so ``--help`` lists the user's recipes alone. Sources o
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List, Optional, Sequence
@@ -45,7 +46,8 @@ def family(model: str) -> str:
     for fam in ("bert", "resnet", "vit", "gpt"):
         if name.startswith(fam):
             return fam
-    return name or "unknown"
+    word = re.match(r"[a-z]+", model.lower().removeprefix("hf:"))  # roberta-large: roberta
+    return word.group(0) if word else (name or "unknown")
 
 
 def _int(value: Any) -> int:
