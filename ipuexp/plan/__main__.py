@@ -81,7 +81,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"ipuexp.plan: {shortfall_line(search.closest(result.result.outcomes), result)}", file=sys.stderr)
         return EXIT_INFEASIBLE
     if args.write_recipe:
-        from ipuexp.plan.output import write_best_recipe
+        from ipuexp.plan.recipe import write_best_recipe
 
         try:
             path = write_best_recipe(result, top[0], args.write_recipe, overwrite=args.overwrite)

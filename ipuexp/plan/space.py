@@ -308,7 +308,7 @@ def differences(c: Candidate, recipe: Candidate) -> List[str]:
 
     def add(key: str, mine: Any, theirs: Any) -> None:
         if mine != theirs:
-            out.append(f"{key}={_text(mine)}")
+            out.append(f"{key}={value_text(mine)}")
 
     add("options.replication_factor", c.replicas, recipe.replicas)
     add("options.pipeline.layers_per_ipu", list(c.layout.layers_per_ipu), list(recipe.layout.layers_per_ipu))
@@ -332,11 +332,11 @@ def differences(c: Candidate, recipe: Candidate) -> List[str]:
     return out
 
 
-def _text(v: Any) -> str:
+def value_text(v: Any) -> str:
     if isinstance(v, bool):
         return str(v).lower()
     if isinstance(v, list):
-        return "[" + ",".join(_text(x) for x in v) + "]"
+        return "[" + ",".join(value_text(x) for x in v) + "]"
     if v is None:
         return "null"
     return f"{v:g}" if isinstance(v, float) else str(v)

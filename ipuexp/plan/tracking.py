@@ -20,7 +20,7 @@ def track_plan(plan: Plan, top: List[Outcome], paths: Dict[str, Path]) -> str:
     """Record the plan; returns the parent run's id. The parent ends FINISHED, or FAILED if recording fails."""
     import time
 
-    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.entities import Metric, Param
 
     from ipuexp.tracking.store import client, experiment_id, experiment_name, retry, tracking_uri
 
