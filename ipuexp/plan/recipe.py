@@ -108,15 +108,24 @@ def _compose(name: str, folder: Path) -> ExperimentConfig:
             os.environ[ENV_VAR] = old
 
 
-def write_best_recipe(plan: Plan, best: Outcome, name: str, overwrite: bool = False) -> Path:
-    """Write ``best`` as user recipe ``NAME`` (``config.user_recipes``); returns its path. A bad or taken name is a
-    ConfigError; so is a recipe that would not compose to the configuration the planner evaluated."""
+def check_name(name: str, overwrite: bool = False) -> Path:
+    """Where recipe ``name`` goes; a bad, packaged or (without ``overwrite``) taken name is a ConfigError, so the
+    command refuses it before it searches."""
     from ipuexp.config.store import recipe_names
-    from ipuexp.config.user_recipes import recipe_path, render_recipe, write_recipe
+    from ipuexp.config.user_recipes import recipe_path, write_recipe
 
     path = recipe_path(name, recipe_names())
     if path.exists() and not overwrite:
         write_recipe(name, {}, overwrite=False)  # raises the one-line "exists" error
+    return path
+
+
+def write_best_recipe(plan: Plan, best: Outcome, name: str, overwrite: bool = False) -> Path:
+    """Write ``best`` as user recipe ``NAME`` (``config.user_recipes``); returns its path. A bad or taken name is a
+    ConfigError; so is a recipe that would not compose to the configuration the planner evaluated."""
+    from ipuexp.config.user_recipes import render_recipe, write_recipe
+
+    check_name(name, overwrite)
     body, comments, header = recipe_parts(plan, best, name)
     scratch = Path(tempfile.mkdtemp(prefix="ipuexp-plan-"))
     try:
