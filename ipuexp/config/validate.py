@@ -286,6 +286,7 @@ def _check_pipeline(cfg: Any, w: Warnings) -> None:
         if sum(lpi) != layers:
             raise ConfigError("options.pipeline.layers_per_ipu", lpi,
                               f"allowed: counts summing to the model's {layers} layers (sum is {sum(lpi)})")
+        _check_stages_have_blocks(cfg, lpi, dm)
 
     ipr = ipus_per_replica(lpi, dm)
     replicas = value_at(cfg, "options.replication_factor")
@@ -316,6 +317,45 @@ def _check_pipeline(cfg: Any, w: Warnings) -> None:
                 raise ConfigError("options.device_iterations", di,
                                   f"allowed: >= F = {f} forward stages for pipelined inference (PopTorch's rule)")
     _check_amp(cfg, w, ipr)
+
+
+def _check_stages_have_blocks(cfg: Any, lpi: List[int], dm: Any) -> None:
+    """Every pipeline stage holds a block. PopTorch builds a stage from the blocks placed in it (PopTorch user
+    guide, multi-IPU execution strategies: ``poptorch.Stage`` is made of blocks), so a stage without one is not
+    a stage; Graphcore's BERT puts 0 layers on IPU 0 only because the embeddings fill it. A stage of no layers
+    is filled by the blocks before the first layer (first stage) or after the last (last stage of layers, when
+    no separate stage takes the heads)."""
+    from ipuexp.config.pipeline import stage_mapping
+
+    has_stem, has_heads = _model_ends(cfg)
+    mapping = stage_mapping(lpi, dm)
+    head_stage = len(mapping) > len(lpi)
+    last = len(lpi) - 1
+    for i, n in enumerate(lpi):
+        if n == 0 and not ((i == 0 and has_stem) or (i == last and has_heads and not head_stage)):
+            what = "no layer" + ("" if i not in (0, last) else
+                                 " and the model has no blocks before its first layer" if i == 0 else
+                                 " and the heads go to the separate head stage" if head_stage else
+                                 " and the model has no blocks after its last layer")
+            raise ConfigError("options.pipeline.layers_per_ipu", lpi,
+                              f"allowed: at least one block in every pipeline stage; stage {i} (IPU "
+                              f"{mapping[i]}) gets {what} (PopTorch builds a stage only from the blocks placed "
+                              "in it)")
+    if head_stage and not has_heads:
+        raise ConfigError("options.pipeline.device_mapping", dm,
+                          f"allowed: {len(lpi)} entries, one per stage of layers_per_ipu: the model has no blocks "
+                          "after its last layer to fill a separate head stage")
+
+
+def _model_ends(cfg: Any) -> tuple:
+    from ipuexp.models import zoo_ends
+
+    try:
+        return zoo_ends(getattr(cfg, "model"))
+    except ConfigError:
+        raise
+    except ValueError as exc:
+        raise _model_error(cfg, str(exc)) from None
 
 
 def _check_device_mapping(lpi: List[int], dm: Any) -> None:

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from ipuexp.models.hf_source import HF
 from ipuexp.models.variants import CUSTOM, VARIANTS, resolve
 
-__all__ = ["build_model", "zoo_layers", "load_target", "VARIANTS", "Block", "PipelinedModel", "InputSpec"]
+__all__ = ["build_model", "zoo_layers", "zoo_ends", "load_target", "VARIANTS", "Block", "PipelinedModel", "InputSpec"]
 
 # family -> (module, builder function)
 _BUILDERS = {
@@ -23,6 +23,10 @@ _BUILDERS = {
     "resnet50": ("ipuexp.models.resnet", "build_resnet50"),
     "mnist_cnn": ("ipuexp.models.mnist", "build_mnist_cnn"),
 }
+# family -> (blocks before its first layer block, blocks after its last): what the builders above put around the
+# layers (embeddings or stem; heads). The MNIST network of the PopTorch pipelining tutorial is four layer blocks.
+_ENDS = {"bert": (True, True), "gpt2": (True, True), "vit": (True, True), "resnet50": (True, True),
+         "mnist_cnn": (False, False)}
 
 
 def load_target(target: Any) -> Callable[..., Any]:
@@ -108,3 +112,18 @@ def zoo_layers(model_cfg: Any) -> int:
             model = build_model(model_cfg)
         return sum(1 for b in model.blocks if b.is_layer)
     return int(resolve(model_cfg).hp["layers"])
+
+
+def zoo_ends(model_cfg: Any) -> tuple:
+    """(has blocks before its first layer block, has blocks after its last) of the configured model: from a table
+    for zoo models, from the blocks of a custom or Transformers model built on the meta device."""
+    if str(getattr(model_cfg, "name", "")) in (CUSTOM, HF):
+        import torch
+
+        with torch.device("meta"):
+            flags = [b.is_layer for b in build_model(model_cfg).blocks]
+        if True not in flags:
+            return (True, False)
+        return (not flags[0], not flags[-1])
+    return _ENDS[resolve(model_cfg).family]
+

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 EXIT_CONFIG_ERROR = 2
 EXIT_INFEASIBLE = 1
@@ -56,39 +56,64 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         settings = settings_of(plan_overrides)
         base = load_experiment(*exp_overrides)
-        from ipuexp.plan import search
-        from ipuexp.plan.output import distinct, print_plan, shortfall_line, write_outputs
-        from ipuexp.plan.planner import plan as run_plan
+        if args.write_recipe:
+            from ipuexp.plan.recipe import check_name
 
-        result = run_plan(base, settings, quiet=args.quiet)
+            check_name(args.write_recipe, args.overwrite)
     except ConfigError as err:
         print(f"ipuexp.plan: config error: {err}", file=sys.stderr)
         return EXIT_CONFIG_ERROR
+    run = None
+    if base.tracking.enabled:
+        from ipuexp.plan.tracking import PlanRun
+
+        run = PlanRun(base, settings, args.overrides)
+    try:
+        return _plan(args, base, settings, run)
+    except ConfigError as err:
+        _fail(run, f"config error: {err}")
+        print(f"ipuexp.plan: config error: {err}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR
     except KeyboardInterrupt:
+        _fail(run, "interrupted")
         print("ipuexp.plan: interrupted", file=sys.stderr)
         return 130
+    except BaseException as exc:
+        _fail(run, f"{type(exc).__name__}: {exc}")
+        raise
+
+
+def _fail(run: Any, reason: str) -> None:
+    if run is not None and not run.ended:
+        run.fail(reason)
+
+
+def _plan(args: argparse.Namespace, base: Any, settings: Any, run: Any) -> int:
+    """Search, print, write the files (and the recipe), record the MLflow runs; the exit status."""
+    from ipuexp.plan import search
+    from ipuexp.plan.output import distinct, print_plan, shortfall_line, write_outputs
+    from ipuexp.plan.planner import plan as run_plan
+
+    result = run_plan(base, settings, quiet=args.quiet)
     top = distinct(result.ranked, settings.top_k, result.problem.recipe)
     rejected = distinct(search.rejected(result.result.outcomes, top[0] if top else None, 50), 3,
                         result.problem.recipe)
     print_plan(result, top, rejected)
     paths = write_outputs(result, top, rejected, Path(settings.out_dir))
     print(f"Wrote {paths['plan']} and {paths['pareto']}")
-    if base.tracking.enabled:
-        from ipuexp.plan.tracking import track_plan
+    shortfall = None if top else shortfall_line(search.closest(result.result.outcomes), result)
+    if args.write_recipe and top:
+        from ipuexp.plan.recipe import write_best_recipe
 
-        track_plan(result, top, paths)
-    if not top:
-        print(f"ipuexp.plan: {shortfall_line(search.closest(result.result.outcomes), result)}", file=sys.stderr)
-        return EXIT_INFEASIBLE
-    if args.write_recipe:
-        from ipuexp.plan.output import write_best_recipe
-
-        try:
-            path = write_best_recipe(result, top[0], args.write_recipe, overwrite=args.overwrite)
-        except ConfigError as err:
-            print(f"ipuexp.plan: config error: {err}", file=sys.stderr)
-            return EXIT_CONFIG_ERROR
+        path = write_best_recipe(result, top[0], args.write_recipe, overwrite=args.overwrite)
+        paths["recipe"] = path
         print(f"Wrote recipe {path}: run it with python -m ipuexp +recipe={args.write_recipe}")
+    if run is not None:
+        run.finish(result, top, paths, failure=shortfall)
+        print(f"MLflow run {run.run_id} (experiment {run.experiment_id})")
+    if shortfall:
+        print(f"ipuexp.plan: {shortfall}", file=sys.stderr)
+        return EXIT_INFEASIBLE
     return 0
 
 

@@ -1,5 +1,5 @@
 """What a person acts on: the ranked table, why the best rejected candidates were rejected, ``plan.json``, the
-Pareto plot (throughput against the fullest tile, fitting and not), and the recipe body of a chosen candidate."""
+Pareto plot (throughput against the fullest tile, fitting and not)."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional
 
 from ipuexp.emulator.oom import human
 from ipuexp.plan import space as sp
-from ipuexp.plan.evaluate import FITS, OOM, PRUNED, Outcome
+from ipuexp.plan.evaluate import FITS, OOM, Outcome
 from ipuexp.plan.planner import Plan
 
 
@@ -147,19 +147,6 @@ def pareto_front(fitting: List[Outcome]) -> List[Outcome]:
     return front
 
 
-def recipe_body(plan: Plan, best: Outcome) -> Dict[str, Any]:
-    """The recipe's config with the chosen candidate's values, as a ``+recipe=`` body (group defaults
-    included)."""
-    from omegaconf import OmegaConf
-
-    exp = sp.apply(plan.base, best.candidate)
-    cfg = OmegaConf.to_container(OmegaConf.structured(exp), resolve=True, enum_to_str=True)
-    body: Dict[str, Any] = {"defaults": [{"override /ipu": exp.ipu.name}, {"override /system": exp.system.name}]}
-    for key in ("recipe", "source", "model", "data", "options", "optimizer", "engine", "training"):
-        body[key] = cfg[key]
-    return body
-
-
 def write_outputs(plan: Plan, top: List[Outcome], rejected: List[Outcome], out_dir: Path) -> Dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "plan.json"
@@ -176,18 +163,3 @@ def shortfall_line(closest: Optional[Outcome], plan: Plan) -> str:
         return head
     changes = " ".join(sp.differences(closest.candidate, p.recipe)) or "the recipe"
     return f"{head}: the closest ({changes}) leaves {closest.reason}"
-
-
-def write_best_recipe(plan: Plan, best: Outcome, name: str, overwrite: bool = False) -> Path:
-    """Write ``best`` as a user recipe ``+recipe=NAME`` (``config.user_recipes``)."""
-    from ipuexp.config.user_recipes import write_recipe
-
-    body = recipe_body(plan, best)
-    body["recipe"] = name
-    header = [f"Written by python -m ipuexp.plan from recipe {plan.base.recipe} on {plan.base.system.name}, "
-              f"global batch {plan.problem.global_batch:,}.",
-              f"Predicted {throughput_text(best)} samples/s; fullest tile {human(best.peak_tile_bytes)} "
-              f"({best.tile_headroom:.0%} free).",
-              "Changes from the recipe: " + (" ".join(sp.differences(best.candidate, plan.problem.recipe))
-                                             or "none")]
-    return write_recipe(name, body, header, overwrite=overwrite)

@@ -304,6 +304,8 @@ def local_search(problem: sp.Problem, pool: _Pool, stats: SearchStats, outcomes:
         batch: List[sp.Candidate] = []
         for lay, r in layouts:
             dims = sp.dimensions(problem, lay, r)
+            if not dims["batching"]:  # no micro-batch makes the global batch with these replicas
+                continue
             if lay != b.layout:  # another layout with the best's values where it offers them
                 v = {k: (values[k] if values[k] in dims[k] else dims[k][0]) for k in dims if k in values}
                 if dims["amp"] == (None,):

@@ -302,41 +302,45 @@ def enumerate_all(p: Problem) -> Iterator[Candidate]:
             yield build(lay, r, dict(zip(names, combo)), fixed_amp)
 
 
+def config_values(c: Candidate) -> Dict[str, Any]:
+    """The config values of ``c``, by config key (in the order of ``SEARCHED_KEYS``)."""
+    return {
+        "options.replication_factor": c.replicas,
+        "options.pipeline.layers_per_ipu": list(c.layout.layers_per_ipu),
+        "options.pipeline.device_mapping": list(c.layout.device_mapping) if c.layout.device_mapping else None,
+        "options.pipeline.schedule": c.schedule,
+        "options.available_memory_proportion": list(c.amp),
+        "options.partials_type": c.partials,
+        "options.recomputation.mode": c.recompute[0],
+        "options.recomputation.checkpoint_every_layer": c.recompute[1],
+        "data.micro_batch_size": c.micro_batch,
+        "options.gradient_accumulation": c.grad_accum,
+        "options.device_iterations": c.device_iterations,
+        "options.num_instances": c.instances,
+        "options.tensor_locations.optimizer_state.on_chip": c.optimizer_state[0],
+        "options.tensor_locations.optimizer_state.replicated_tensor_sharding": c.optimizer_state[1],
+        "options.tensor_locations.weights.on_chip": c.weights_on_chip,
+        "options.io.num_io_tiles": c.io_tiles,
+        "options.io.prefetch_depth": c.prefetch,
+    }
+
+
+def param_values(c: Candidate) -> Dict[str, str]:
+    """``config_values`` as text (MLflow parameters)."""
+    return {k: value_text(v) for k, v in config_values(c).items()}
+
+
 def differences(c: Candidate, recipe: Candidate) -> List[str]:
     """What ``c`` changes from the recipe, as ``key=value`` strings (config vocabulary)."""
-    out = []
-
-    def add(key: str, mine: Any, theirs: Any) -> None:
-        if mine != theirs:
-            out.append(f"{key}={_text(mine)}")
-
-    add("options.replication_factor", c.replicas, recipe.replicas)
-    add("options.pipeline.layers_per_ipu", list(c.layout.layers_per_ipu), list(recipe.layout.layers_per_ipu))
-    add("options.pipeline.device_mapping", list(c.layout.device_mapping) if c.layout.device_mapping else None,
-        list(recipe.layout.device_mapping) if recipe.layout.device_mapping else None)
-    add("options.pipeline.schedule", c.schedule, recipe.schedule)
-    add("options.available_memory_proportion", list(c.amp), list(recipe.amp))
-    add("options.partials_type", c.partials, recipe.partials)
-    add("options.recomputation.mode", c.recompute[0], recipe.recompute[0])
-    add("options.recomputation.checkpoint_every_layer", c.recompute[1], recipe.recompute[1])
-    add("data.micro_batch_size", c.micro_batch, recipe.micro_batch)
-    add("options.gradient_accumulation", c.grad_accum, recipe.grad_accum)
-    add("options.device_iterations", c.device_iterations, recipe.device_iterations)
-    add("options.num_instances", c.instances, recipe.instances)
-    add("options.tensor_locations.optimizer_state.on_chip", c.optimizer_state[0], recipe.optimizer_state[0])
-    add("options.tensor_locations.optimizer_state.replicated_tensor_sharding", c.optimizer_state[1],
-        recipe.optimizer_state[1])
-    add("options.tensor_locations.weights.on_chip", c.weights_on_chip, recipe.weights_on_chip)
-    add("options.io.num_io_tiles", c.io_tiles, recipe.io_tiles)
-    add("options.io.prefetch_depth", c.prefetch, recipe.prefetch)
-    return out
+    theirs = config_values(recipe)
+    return [f"{k}={value_text(v)}" for k, v in config_values(c).items() if v != theirs[k]]
 
 
-def _text(v: Any) -> str:
+def value_text(v: Any) -> str:
     if isinstance(v, bool):
         return str(v).lower()
     if isinstance(v, list):
-        return "[" + ",".join(_text(x) for x in v) + "]"
+        return "[" + ",".join(value_text(x) for x in v) + "]"
     if v is None:
         return "null"
     return f"{v:g}" if isinstance(v, float) else str(v)

@@ -1,60 +1,112 @@
-"""The plan in MLflow: a parent run with the search's figures and files, one child run per top candidate."""
+"""The plan in MLflow: a parent run with the search's settings, figures and files, one child run per top candidate.
+
+The parent run is opened before the search and always ends: FINISHED with a fitting best, FAILED (with the
+one-line reason as ``ipuexp.failure``) when nothing fits, the input is refused, the search raises or is
+interrupted. The figure names are the ones a job's run records (``tracking.curated``), so candidates and jobs
+compare in one MLflow table.
+"""
 from __future__ import annotations
 
+import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Any, Dict, List, Optional
 
+from ipuexp.config.schema import ExperimentConfig
 from ipuexp.plan import space as sp
 from ipuexp.plan.evaluate import Outcome
 from ipuexp.plan.planner import Plan
+from ipuexp.plan.settings import PlanConfig
+
+FAILURE_TAG = "ipuexp.failure"
 
 
 def _metrics(o: Outcome) -> Dict[str, float]:
-    return {"throughput_samples_per_s": o.samples_per_s, "step_time_s": o.step_time_s,
-            "peak_ipu_memory_bytes": float(o.peak_ipu_bytes), "peak_tile_memory_bytes": float(o.peak_tile_bytes),
-            "tile_headroom_bytes": float(o.tile_memory_bytes - o.peak_tile_bytes),
-            "ipu_headroom_bytes": float(o.ipu_capacity_bytes - o.peak_ipu_bytes), "fits": float(o.fits)}
+    out = {"throughput_samples_per_s": o.samples_per_s, "step_time_s": o.step_time_s,
+           "peak_ipu_memory_bytes": float(o.peak_ipu_bytes), "peak_tile_memory_bytes": float(o.peak_tile_bytes),
+           "tile_headroom_bytes": float(o.tile_memory_bytes - o.peak_tile_bytes),
+           "ipu_headroom_bytes": float(o.ipu_capacity_bytes - o.peak_ipu_bytes), "fits": float(o.fits)}
+    if o.band_pct is not None:
+        out["error_band_pct"] = o.band_pct
+    return out
 
 
-def track_plan(plan: Plan, top: List[Outcome], paths: Dict[str, Path]) -> str:
-    """Record the plan; returns the parent run's id. The parent ends FINISHED, or FAILED if recording fails."""
-    import time
+class PlanRun:
+    """The MLflow parent run of one ``python -m ipuexp.plan``."""
 
-    from mlflow.entities import Metric, Param, RunTag
+    def __init__(self, base: ExperimentConfig, settings: PlanConfig, overrides: List[str]):
+        from mlflow.entities import Param
 
-    from ipuexp.tracking.store import client, experiment_id, experiment_name, retry, tracking_uri
+        from ipuexp.tracking.identity import clip_tag
+        from ipuexp.tracking.store import client, experiment_id, experiment_name, retry, tracking_uri
 
-    base = plan.base
-    uri = tracking_uri(base)
-    c = client(uri)
-    exp_id = experiment_id(c, experiment_name(base), uri)
-    st = plan.result.stats
-    now = int(time.time() * 1000)
-    parent = retry(c.create_run, exp_id, run_name=f"plan {base.recipe or base.model.name} {base.system.name}",
-                   tags={"ipuexp.kind": "plan", "recipe": str(base.recipe), "system": base.system.name,
-                         "ipu": base.ipu.name})
-    pid = parent.info.run_id
-    try:
-        params = {"global_batch": plan.problem.global_batch, "batch_tolerance": plan.problem.batch_tolerance,
-                  "headroom": plan.settings.headroom, "search": st.method, "fix": ",".join(plan.settings.fix)}
-        metrics = {"candidates": st.candidates, "evaluated": st.evaluated, "pruned": st.pruned,
-                   "search_seconds": st.seconds, "recipe_throughput_samples_per_s": plan.result.recipe.samples_per_s}
+        self._retry = retry
+        uri = tracking_uri(base)
+        self.client = c = client(uri)
+        self.experiment_id = experiment_id(c, experiment_name(base), uri)
+        label = base.recipe or base.model.name
+        run = retry(c.create_run, self.experiment_id, run_name=f"plan {label} {base.system.name}",
+                    tags={"ipuexp.kind": "plan", "recipe": str(base.recipe), "system": base.system.name,
+                          "ipu": base.ipu.name, "ipuexp.overrides": clip_tag(" ".join(overrides))})
+        self.run_id = run.info.run_id
+        self.ended = False
+        params = {f"plan.{k}": (",".join(v) if isinstance(v, list) else v) for k, v in vars(settings).items()
+                  if k not in ("out_dir", "workers")}
+        params.update({"recipe": base.recipe, "system": base.system.name, "ipu": base.ipu.name,
+                       "model": base.model.name})
+        self._call(c.log_batch, self.run_id, params=[Param(k, str(v)) for k, v in params.items()])
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._retry(fn, *args, **kwargs)
+
+    def finish(self, plan: Plan, top: List[Outcome], paths: Dict[str, Path], failure: Optional[str] = None) -> str:
+        """Record the search and the top candidates; FINISHED, or FAILED with ``failure`` (nothing fits)."""
+        try:
+            self._record(plan, top, paths)
+        except BaseException as exc:
+            self.fail(f"recording the plan failed: {type(exc).__name__}: {exc}")
+            raise
+        if failure:
+            self.fail(failure)
+        else:
+            self._call(self.client.set_terminated, self.run_id, "FINISHED")
+            self.ended = True
+        return self.run_id
+
+    def fail(self, reason: str) -> None:
+        self._call(self.client.set_tag, self.run_id, FAILURE_TAG, reason[:5000])
+        self._call(self.client.set_terminated, self.run_id, "FAILED")
+        self.ended = True
+
+    def _record(self, plan: Plan, top: List[Outcome], paths: Dict[str, Path]) -> None:
+        from mlflow.entities import Metric, Param
+
+        c = self.client
+        st = plan.result.stats
+        now = int(time.time() * 1000)
+        metrics = {"global_batch": plan.problem.global_batch, "space_size": st.space_size,
+                   "candidates": st.candidates, "evaluated": st.evaluated, "pruned": st.pruned,
+                   "invalid": st.invalid, "refined": st.refined, "search_seconds": st.seconds,
+                   "capture_seconds": plan.capture_s,
+                   "recipe_throughput_samples_per_s": plan.result.recipe.samples_per_s,
+                   "recipe_fits": float(plan.result.recipe.fits)}
         if top:
             metrics["best_throughput_samples_per_s"] = top[0].samples_per_s
-        retry(c.log_batch, pid, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
-              params=[Param(k, str(v)) for k, v in params.items()])
+            metrics["best_tile_headroom_bytes"] = float(top[0].tile_memory_bytes - top[0].peak_tile_bytes)
+        self._call(c.log_batch, self.run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
+                   params=[Param("search.method", st.method)])
         for path in paths.values():
-            retry(c.log_artifact, pid, str(path))
+            self._call(c.log_artifact, self.run_id, str(path))
         for rank, o in enumerate(top, 1):
             changes = sp.differences(o.candidate, plan.problem.recipe)
-            child = retry(c.create_run, exp_id, run_name=f"#{rank} " + (" ".join(changes)[:200] or "recipe"),
-                          tags={"mlflow.parentRunId": pid, "ipuexp.kind": "plan_candidate", "rank": str(rank)})
-            retry(c.log_batch, child.info.run_id,
-                  metrics=[Metric(k, v, now, 0) for k, v in _metrics(o).items()],
-                  params=[Param(k, v) for k, v in (ch.split("=", 1) for ch in changes)])
-            retry(c.set_terminated, child.info.run_id, "FINISHED")
-    except BaseException:
-        retry(c.set_terminated, pid, "FAILED")
-        raise
-    retry(c.set_terminated, pid, "FINISHED")
-    return pid
+            child = self._call(c.create_run, self.experiment_id,
+                               run_name=f"#{rank} " + (" ".join(changes)[:200] or "the recipe"),
+                               tags={"mlflow.parentRunId": self.run_id, "ipuexp.kind": "plan_candidate",
+                                     "rank": str(rank), "changes": " ".join(changes)[:5000] or "none"})
+            try:
+                self._call(c.log_batch, child.info.run_id,
+                           metrics=[Metric(k, v, now, 0) for k, v in _metrics(o).items()],
+                           params=[Param(k, v) for k, v in sp.param_values(o.candidate).items()])
+            except BaseException:
+                self._call(c.set_terminated, child.info.run_id, "FAILED")
+                raise
+            self._call(c.set_terminated, child.info.run_id, "FINISHED")

@@ -33,6 +33,16 @@ RULE_ERRORS = [
     ("ipus_not_power_of_two", [BERT, "system=pod64", "options.replication_factor=3"], "options.replication_factor"),
     ("layers_sum", [BERT, "options.pipeline.layers_per_ipu=[3,7,7,6]"], "options.pipeline.layers_per_ipu"),
     ("layers_negative", [BERT, "options.pipeline.layers_per_ipu=[3,7,-1,15]"], "options.pipeline.layers_per_ipu"),
+    ("stage_without_blocks_before_head_stage", [BERT, "options.pipeline.layers_per_ipu=[24,0]",
+                                                "options.pipeline.device_mapping=[0,1,0]",
+                                                "options.available_memory_proportion=0.2"],
+     "options.pipeline.layers_per_ipu"),
+    ("stage_without_blocks_in_the_middle", [BERT, "options.pipeline.layers_per_ipu=[8,0,8,8]"],
+     "options.pipeline.layers_per_ipu"),
+    ("first_stage_without_blocks_no_stem", ["+recipe=mnist_pipeline", "options.pipeline.layers_per_ipu=[0,2,1,1]"],
+     "options.pipeline.layers_per_ipu"),
+    ("head_stage_without_heads", ["+recipe=mnist_pipeline", "options.pipeline.device_mapping=[0,1,2,3,0]"],
+     "options.pipeline.device_mapping"),
     ("mapping_length", [BERT, "options.pipeline.device_mapping=[0,1,2]"], "options.pipeline.device_mapping"),
     ("mapping_gap", [BERT, "options.pipeline.device_mapping=[0,1,3,4,0]"], "options.pipeline.device_mapping"),
     ("mapping_one_ipu_model", ["options.pipeline.device_mapping=[0,1]"], "options.pipeline.device_mapping"),
@@ -107,6 +117,43 @@ def test_error_message_carries_value_and_rule(compose_config):
         validate(compose_config([BERT, "options.gradient_accumulation=8"]))
     assert str(info.value) == ("options.gradient_accumulation=8 is invalid: allowed: >= 2*F - 1 = 9 for a pipelined "
                                "training run with F=5 forward stages (PopTorch's rule)")
+
+
+def test_empty_stage_is_named_with_its_ipu(compose_config):
+    cfg = compose_config([BERT, "options.pipeline.layers_per_ipu=[24,0]", "options.pipeline.device_mapping=[0,1,0]",
+                          "options.available_memory_proportion=0.2", "options.replication_factor=1"])
+    with pytest.raises(ConfigError) as info:
+        validate(cfg)
+    assert str(info.value) == (
+        "options.pipeline.layers_per_ipu=[24, 0] is invalid: allowed: at least one block in every pipeline stage; "
+        "stage 1 (IPU 1) gets no layer and the heads go to the separate head stage (PopTorch builds a stage only "
+        "from the blocks placed in it)")
+
+
+@pytest.mark.parametrize("lpi,dm", [("[0,8,8,8]", "[0,1,2,3,0]"),  # embeddings alone on IPU 0 (Graphcore's BERT)
+                                    ("[8,8,8,0]", "null"),          # heads alone on the last IPU
+                                    ("[0,24]", "[0,1,0]")])
+def test_stages_of_no_layers_that_the_embeddings_or_heads_fill_are_accepted(lpi, dm, compose_config):
+    cfg = compose_config([BERT, f"options.pipeline.layers_per_ipu={lpi}", f"options.pipeline.device_mapping={dm}",
+                          "options.available_memory_proportion=0.2"])
+    assert validate(cfg) == []
+
+
+def test_zoo_ends_match_the_built_models():
+    import torch
+
+    from ipuexp.config.compose import compose_recipe
+    from ipuexp.config.store import recipe_names
+    from ipuexp.models import _ENDS, build_model, zoo_ends
+
+    seen = set()
+    for recipe in recipe_names():
+        model = compose_recipe(recipe).model
+        with torch.device("meta"):
+            flags = [b.is_layer for b in build_model(model).blocks]
+        assert zoo_ends(model) == (not flags[0], not flags[-1]), recipe
+        seen.add(model.name)
+    assert seen == set(_ENDS)
 
 
 def test_sequential_schedule_needs_no_pipeline_depth(compose_config):

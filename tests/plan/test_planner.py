@@ -101,3 +101,16 @@ def test_bad_plan_setting_is_one_line(tmp_path):
                                    "auto | exhaustive | optuna")
     proc = _cli("+recipe=bert_large", "plan.no_such=1", cwd=tmp_path)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "plan.no_such" in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recipe, overrides", [("bert_large", []), ("resnet50_pod64", []), ("gpt2_medium", []),
+                                               # more replicas than the recipe's global batch allows most layouts
+                                               ("mnist_pipeline", ["system=pod64"])])
+def test_best_is_never_slower_than_the_recipe(recipe, overrides):
+    # The recipe's own configuration is evaluated first and kept, so a small trial budget cannot lose it.
+    p = plan(compose_recipe(recipe, overrides), PlanConfig(trials=150, top_k=2), quiet=True)
+    r = p.result.recipe
+    assert r.candidate == p.problem.recipe and r.fits
+    assert p.result.outcomes[p.problem.recipe] is r
+    assert p.best.samples_per_s >= r.samples_per_s
