@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
@@ -155,8 +156,11 @@ def _sampler(name: str, seed: int) -> Any:
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=OPTUNA_BATCH)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
-    return optuna.samplers.NSGAIISampler(seed=seed, population_size=OPTUNA_BATCH,
-                                         constraints_func=lambda t: [float(t.user_attrs.get("shortfall", 0.0))])
+    # Optuna 2.x flags constraints_func as experimental on every construction; the planner pins the version.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.NSGAIISampler(seed=seed, population_size=OPTUNA_BATCH,
+                                             constraints_func=lambda t: [float(t.user_attrs.get("shortfall", 0.0))])
 
 
 def _suggest(trial: Any, problem: sp.Problem, layouts: List[Any], union: Dict[str, tuple],
