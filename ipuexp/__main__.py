@@ -5,8 +5,9 @@ reported as one line naming the key, the value and what is allowed, with exit co
 """
 from __future__ import annotations
 
+import copy
 import sys
-from typing import List, Optional
+from typing import Any, List, Optional
 
 EXIT_CONFIG_ERROR = 2
 
@@ -21,9 +22,9 @@ def _wants_hydra_only(argv: List[str]) -> bool:
                for a in argv)
 
 
-def preflight(overrides: List[str], rules: bool = True) -> None:
+def preflight(overrides: List[str], rules: bool = True) -> Any:
     """Compose one configuration (``hydra.*`` overrides included) and, with ``rules``, validate it; raise
-    ConfigError on the first problem."""
+    ConfigError on the first problem. Returns the composed configuration, ``hydra`` node included."""
     from omegaconf import open_dict
 
     from ipuexp.config.compose import compose_config
@@ -36,20 +37,75 @@ def preflight(overrides: List[str], rules: bool = True) -> None:
         raise ConfigError("model.name", cfg.model.name, "allowed: hf with model=hf; a recipe sets model.name "
                           "after the model group: add model.name=hf to use the Transformers model with it")
     if rules:
-        with open_dict(cfg):
-            del cfg["hydra"]  # checked by composing; the experiment schema does not define it
-        validate(cfg)
+        checked = copy.deepcopy(cfg)
+        with open_dict(checked):
+            del checked["hydra"]  # checked by composing; the experiment schema does not define it
+        validate(checked)
+    return cfg
+
+
+def _axis(override: Any) -> List[str]:
+    """The values of one parsed override to check: each value of a choice or range sweep, both ends of an
+    interval (an optimisation sweeper's continuous search space: ``interval(0.1,0.4)``, ``tag(log,interval(...))``)."""
+    from ipuexp.config.errors import ConfigError
+
+    key = override.get_key_element()
+    if not override.is_sweep_override():
+        return [override.input_line]
+    if key.lstrip("+~").startswith("hydra."):
+        raise ConfigError(key, override.get_value_element_as_str(), "allowed: one value (Hydra sweeps no hydra.* key); "
+                          f"an optimisation sweeper's search space goes on the key itself or, quoted, in "
+                          f"hydra.sweeper.params (e.g. 'hydra.sweeper.params.NAME=\"choice(1,2)\"')")
+    if override.is_interval_sweep():
+        value = override.value()
+        return [f"{key}={value.start}", f"{key}={value.end}"]
+    return [f"{key}={v}" for v in override.sweep_string_iterator()]
 
 
 def sweep_points(overrides: List[str]) -> List[List[str]]:
     """The sweep points that try every swept value once: the first point, then that point with one swept key set
-    to each of its other values (``a=1,2 b=x,y`` gives ``a=1 b=x``, ``a=2 b=x``, ``a=1 b=y``)."""
+    to each of its other values (``a=1,2 b=x,y`` gives ``a=1 b=x``, ``a=2 b=x``, ``a=1 b=y``). An interval
+    (``interval(0.1,0.4)``, for an optimisation sweeper) is tried at both ends."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    axes = [[f"{ov.get_key_element()}={v}" for v in ov.sweep_string_iterator()] if ov.is_sweep_override()
-            else [ov.input_line] for ov in OverridesParser.create().parse_overrides(overrides)]
+    axes = [_axis(ov) for ov in OverridesParser.create().parse_overrides(overrides)]
     first = [axis[0] for axis in axes]
     return [first] + [first[:i] + [value] + first[i + 1:] for i, axis in enumerate(axes) for value in axis[1:]]
+
+
+OPTIMISER_DEFAULTS = {"direction": ("minimize", "maximize"), "max_failure_rate": (0.0, 1.0)}
+"""Optuna sweeper settings (Hydra's default, ipuexp's) that ``hydra/sweeper=optuna`` gets unless given on the
+command line: each job returns its throughput, to be maximised, and an out-of-memory trial is a FAILED trial that
+must not stop the study."""
+
+
+def optimiser_overrides(cfg: Any, overrides: List[str]) -> List[str]:
+    """What ipuexp adds to the command line of a multirun with Hydra's Optuna sweeper: ``OPTIMISER_DEFAULTS`` for
+    the settings still at Hydra's default and not given on the command line."""
+    target = str(cfg.hydra.sweeper.get("_target_", ""))
+    if not target.endswith("OptunaSweeper"):
+        return []
+    given = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
+    added = []
+    for name, (hydra_default, ours) in OPTIMISER_DEFAULTS.items():
+        value = cfg.hydra.sweeper.get(name)
+        if f"hydra.sweeper.{name}" not in given and str(getattr(value, "name", value)) == str(hydra_default):
+            added.append(f"hydra.sweeper.{name}={ours}")
+    return added
+
+
+def search_space_points(cfg: Any, first: List[str]) -> List[List[str]]:
+    """For an optimisation sweeper, the first point with each value of ``hydra.sweeper.params`` (a preset's or a
+    quoted command-line search space) that the command line does not replace: Hydra's basic sweeper's params
+    are the command line's sweeps once the sweep starts, an optimisation sweeper's are its search space."""
+    from ipuexp.app import GRID_SWEEPERS
+
+    params = cfg.hydra.sweeper.get("params") if "sweeper" in cfg.hydra else None
+    if not params or cfg.hydra.runtime.choices.get("hydra/sweeper") in GRID_SWEEPERS:
+        return []
+    given = {o.split("=", 1)[0].lstrip("+~") for o in first}
+    space = [f"{k}={v}" for k, v in params.items() if str(k) not in given]
+    return [first + [value] for point in sweep_points(space) for value in point] if space else []
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -58,10 +114,14 @@ def main(argv: Optional[List[str]] = None) -> None:
     if not _wants_hydra_only(argv):
         overrides = [a for a in argv if not a.startswith("-")]
         try:
+            _optuna_installed(overrides)
             # The first point is composed and validated; every other swept value is composed once, so a value the
             # schema rejects stops the sweep here. A rule broken by one combination fails that job alone.
             first, *others = sweep_points(overrides) if _is_multirun(argv) else [overrides]
-            preflight(first)
+            cfg = preflight(first)
+            if _is_multirun(argv):
+                others += search_space_points(cfg, first)
+                argv += optimiser_overrides(cfg, overrides)
             for point in others:
                 preflight(point, rules=False)
         except ConfigError as err:
@@ -74,6 +134,17 @@ def main(argv: Optional[List[str]] = None) -> None:
         sys.exit(130)
 
 
+def _optuna_installed(overrides: List[str]) -> None:
+    """``hydra/sweeper=optuna`` needs the optional extra; say so rather than list the sweepers Hydra found."""
+    import importlib.util
+
+    from ipuexp.config.errors import ConfigError
+
+    if "hydra/sweeper=optuna" in overrides and importlib.util.find_spec("hydra_plugins.hydra_optuna_sweeper") is None:
+        raise ConfigError("hydra/sweeper", "optuna", "allowed: ipuexp, basic; optuna once Hydra's Optuna sweeper is "
+                          "installed: pip install -e \".[optuna]\"")
+
+
 def _hydra_entry(argv: List[str]) -> None:
     import hydra
 
@@ -83,9 +154,9 @@ def _hydra_entry(argv: List[str]) -> None:
 
     @hydra.main(version_base=None, config_path=CONF_PATH, config_name="config")
     def _job(cfg):
-        from ipuexp.app import run_job
+        from ipuexp.app import run_job, sweep_return
 
-        return run_job(cfg)
+        return sweep_return(run_job(cfg))
 
     sys.argv = [sys.argv[0]] + argv
     _job()

@@ -11,9 +11,13 @@ from typing import Any, ContextManager, List, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from ipuexp.config.schema import ExperimentConfig
-from ipuexp.result import Result, Skipped
+from ipuexp.result import Objective, Result, Skipped
 
 log = logging.getLogger("ipuexp")
+
+GRID_SWEEPERS = ("basic", "ipuexp")
+"""``hydra/sweeper`` choices that run every point they are given and read no objective; any other sweeper (``optuna``,
+``nevergrad``, ``ax``) optimises ``float(JobReturn.return_value)``."""
 
 
 @dataclass
@@ -111,7 +115,7 @@ def run_job(cfg: DictConfig, out_dir: str | Path = ".") -> Result | Skipped:
     if already_completed(cfg):
         log.info("skipped: this configuration already has a FINISHED run in MLflow (tracking.skip_completed=true, "
                  "or a re-run of a sweep that lost its Ray cluster)")
-        return Skipped()
+        return _skipped(cfg) if optimising() else Skipped()
     exp = OmegaConf.to_object(cfg)
     if exp.data.dataset == "mnist" or exp.data.path is not None:
         from ipuexp.data.paths import resolve_path
@@ -143,3 +147,47 @@ def run_job(cfg: DictConfig, out_dir: str | Path = ".") -> Result | Skipped:
         run.log_result(result)
     print_result(result)
     return result
+
+
+def optimising() -> bool:
+    """True in a multirun whose sweeper optimises what each job returns (any ``hydra/sweeper`` but ``GRID_SWEEPERS``)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized():
+        return False
+    hc = HydraConfig.get()
+    return hc.mode == RunMode.MULTIRUN and hc.runtime.choices.get("hydra/sweeper") not in GRID_SWEEPERS
+
+
+def sweep_return(outcome: Result | Skipped) -> Result | Skipped | Objective:
+    """What the task function returns to Hydra: ``outcome`` itself, or, for an optimisation sweeper, its objective.
+
+    The objective is the predicted throughput (samples/s) as an :class:`Objective`, a float; a configuration that
+    does not fit raises :class:`ipuexp.runner.errors.DoesNotFit` (one line), so Hydra's JobReturn is FAILED and the
+    sweeper fails the trial (Optuna: ``TrialState.FAIL``). The run was recorded before, as any out-of-memory point:
+    ``result.json`` written, MLflow run FINISHED with ``fits=false``."""
+    if not optimising():
+        return outcome
+    from ipuexp.runner.errors import DoesNotFit
+
+    if isinstance(outcome, Skipped):
+        if outcome.fits is False:
+            raise DoesNotFit("does not fit in IPU memory (its FINISHED run in MLflow says fits=false)")
+        if outcome.samples_per_s is None:
+            raise DoesNotFit("skipped: its FINISHED run in MLflow has no throughput_samples_per_s to report")
+        return Objective(outcome.samples_per_s, outcome)
+    if outcome.fits is False:
+        report = outcome.memory.report if outcome.memory is not None else []
+        raise DoesNotFit("does not fit in IPU memory" + (f": {report[0]}" if report else ""))
+    return Objective(outcome.throughput.samples_per_s, outcome)
+
+
+def _skipped(cfg: DictConfig) -> Skipped:
+    """Skipped with the figures of the configuration's FINISHED run, for an optimisation sweeper to read."""
+    from ipuexp.tracking.resume import completed_run
+
+    run = completed_run(cfg)
+    metrics = run.data.metrics if run is not None else {}
+    fits = metrics.get("fits")
+    return Skipped(samples_per_s=metrics.get("throughput_samples_per_s"), fits=None if fits is None else fits > 0.5)

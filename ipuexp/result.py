@@ -107,3 +107,23 @@ class Skipped:
     """What a job returns instead of a Result when its configuration need not run again."""
 
     reason: str = "already has a FINISHED run in MLflow"
+    samples_per_s: Optional[float] = None
+    """The FINISHED run's ``throughput_samples_per_s``, read when an optimisation sweeper needs it."""
+    fits: Optional[bool] = None
+    """The FINISHED run's ``fits``, read with ``samples_per_s``."""
+
+
+class Objective(float):
+    """What a job returns to a Hydra optimisation sweeper (``hydra/sweeper=optuna``): its predicted throughput in
+    samples/s, which the sweeper reads as ``float(JobReturn.return_value)``; ``outcome`` keeps the job's Result (or
+    Skipped) for the sweep's table."""
+
+    outcome: Any
+
+    def __new__(cls, value: float, outcome: Any = None) -> "Objective":
+        obj = super().__new__(cls, value)
+        obj.outcome = outcome
+        return obj
+
+    def __reduce__(self) -> Any:
+        return (Objective, (float(self), self.outcome))

@@ -33,6 +33,15 @@ class JobFailedError(CompactHydraException):
                                  self.config_error))
 
 
+class DoesNotFit(CompactHydraException):
+    """A configuration that does not fit in IPU memory, reported to a Hydra optimisation sweeper as a failed job
+    (its trial FAILED) after its run and ``result.json`` were recorded as for any out-of-memory point. ``str()`` is
+    the one line shown to the user."""
+
+    error_type = "DoesNotFit"
+    """What the sweep's table reads from a JobFailedError to list the point as out of memory."""
+
+
 def failed_return(overrides: List[str], error: JobFailedError) -> Any:
     """A FAILED JobReturn for a job that never produced one (bad override, dead worker)."""
     from hydra.core.utils import JobReturn, JobStatus
@@ -43,8 +52,8 @@ def failed_return(overrides: List[str], error: JobFailedError) -> Any:
 
 
 def describe(exc: BaseException) -> str:
-    """One line for an exception: a ConfigError's own text, otherwise ``Type: message``."""
-    if is_config_error(exc):
+    """One line for an exception: a ConfigError's or DoesNotFit's own text, otherwise ``Type: message``."""
+    if is_config_error(exc) or isinstance(exc, DoesNotFit):
         return str(exc)
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -16,8 +16,9 @@ class Outcome:
     overrides: List[str]
     """The job's overrides."""
     status: str
-    """done, failed, out of memory (the Result says the model does not fit: ``fits == False``) or skipped (the job
-    returned ``ipuexp.result.Skipped``: its configuration had run before)."""
+    """done, failed, out of memory (the Result says the model does not fit: ``fits == False``, or, under an
+    optimisation sweeper, the job failed with ``DoesNotFit``) or skipped (the job returned ``ipuexp.result.Skipped``:
+    its configuration had run before)."""
     result: Any = None
     """The task function's return value (an ipuexp Result for ipuexp jobs)."""
     error: str = ""
@@ -43,13 +44,18 @@ def classify(idx: int, job_return: Any) -> Outcome:
     """An Outcome from a Hydra JobReturn."""
     from hydra.core.utils import JobStatus
 
+    from ipuexp.result import Objective, Skipped
+    from ipuexp.runner.errors import DoesNotFit
+
     overrides = list(job_return.overrides or [])
     if job_return.status != JobStatus.COMPLETED:
         exc = job_return._return_value
         error = " ".join(str(exc).split()) if exc is not None else "failed"
-        return Outcome(idx, overrides, FAILED, error=error, log_file=getattr(exc, "log_file", None))
+        status = OOM if getattr(exc, "error_type", None) == DoesNotFit.error_type else FAILED
+        return Outcome(idx, overrides, status, error=error, log_file=getattr(exc, "log_file", None))
     result = job_return._return_value
-    from ipuexp.result import Skipped
+    if isinstance(result, Objective):  # what an optimisation sweeper reads; the table shows the job's outcome
+        result = result.outcome
 
     if isinstance(result, Skipped):
         return Outcome(idx, overrides, SKIPPED, error=result.reason)

@@ -19,7 +19,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 from hydra.core.utils import JobReturn
 
 from ipuexp.runner import captures
-from ipuexp.runner.errors import JobFailedError, describe, is_config_error
+from ipuexp.runner.errors import DoesNotFit, JobFailedError, describe, is_config_error
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ def failure(exc: BaseException) -> JobFailedError:
     """The portable form of a job's exception; the traceback also goes to the job's log file."""
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     log_file = _job_log_file()
-    if is_config_error(exc):
+    if is_config_error(exc) or isinstance(exc, DoesNotFit):  # one line of its own: nothing to trace
         log.error("%s", exc)
     else:
         log.error("job failed:\n%s", text)
