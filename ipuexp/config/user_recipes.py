@@ -98,3 +98,27 @@ def write_recipe(name: str, body: Mapping[str, Any], header: Sequence[str] = (),
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_recipe(body, header, comments), encoding="utf-8")
     return path
+
+
+
+def compose_draft(name: str, body: Mapping[str, Any], header: Sequence[str] = (),
+                  comments: Optional[Mapping[str, str]] = None) -> Any:
+    """The validated ExperimentConfig that recipe ``name`` would compose to, from a scratch folder standing in for
+    the user's: a recipe is checked before it is written where the user will find it."""
+    import shutil
+    import tempfile
+
+    from ipuexp.config.compose import load_experiment
+
+    scratch = Path(tempfile.mkdtemp(prefix="ipuexp-recipe-"))
+    old = os.environ.get(ENV_VAR)
+    try:
+        (scratch / f"{name}.yaml").write_text(render_recipe(body, header, comments), encoding="utf-8")
+        os.environ[ENV_VAR] = str(scratch)
+        return load_experiment(f"+recipe={name}")
+    finally:
+        if old is None:
+            os.environ.pop(ENV_VAR, None)
+        else:
+            os.environ[ENV_VAR] = old
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -6,9 +6,6 @@ and must give the configuration the planner evaluated; otherwise nothing is writ
 """
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -93,21 +90,6 @@ def recipe_parts(plan: Plan, best: Outcome, name: str) -> Tuple[Dict[str, Any], 
     return body, comments, header
 
 
-def _compose(name: str, folder: Path) -> ExperimentConfig:
-    from ipuexp.config.compose import load_experiment
-    from ipuexp.config.user_recipes import ENV_VAR
-
-    old = os.environ.get(ENV_VAR)
-    os.environ[ENV_VAR] = str(folder)
-    try:
-        return load_experiment(f"+recipe={name}")
-    finally:
-        if old is None:
-            os.environ.pop(ENV_VAR, None)
-        else:
-            os.environ[ENV_VAR] = old
-
-
 def check_name(name: str, overwrite: bool = False) -> Path:
     """Where recipe ``name`` goes; a bad, packaged or (without ``overwrite``) taken name is a ConfigError, so the
     command refuses it before it searches."""
@@ -123,16 +105,11 @@ def check_name(name: str, overwrite: bool = False) -> Path:
 def write_best_recipe(plan: Plan, best: Outcome, name: str, overwrite: bool = False) -> Path:
     """Write ``best`` as user recipe ``NAME`` (``config.user_recipes``); returns its path. A bad or taken name is a
     ConfigError; so is a recipe that would not compose to the configuration the planner evaluated."""
-    from ipuexp.config.user_recipes import render_recipe, write_recipe
+    from ipuexp.config.user_recipes import compose_draft, write_recipe
 
     check_name(name, overwrite)
     body, comments, header = recipe_parts(plan, best, name)
-    scratch = Path(tempfile.mkdtemp(prefix="ipuexp-plan-"))
-    try:
-        (scratch / f"{name}.yaml").write_text(render_recipe(body, header, comments), encoding="utf-8")
-        composed = _compose(name, scratch)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    composed = compose_draft(name, body, header, comments)
     want = sp.apply(plan.base, best.candidate)
     drift = changed({s: _tree(composed)[s] for s in SECTIONS}, {s: _tree(want)[s] for s in SECTIONS})
     if drift:

@@ -9,6 +9,7 @@ from its argument parser when the file is silent, are each application's ``CODE`
 from __future__ import annotations
 
 import shlex
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
@@ -70,7 +71,7 @@ UNMODELLED = ("training_steps", "num_epochs", "epochs", "iterations", "lr_warmup
 
 
 # ------------------------------------------------------------------------------------------------ applications
-class App:
+class App(ABC):
     """One example application: its model family, the keys it adds and what it sets in code."""
 
     name = ""
@@ -79,8 +80,9 @@ class App:
     rules: Dict[str, Rule] = {}
     code: Tuple[Tuple[str, Any, str], ...] = ()
 
+    @abstractmethod
     def model(self, draft: Draft, cfg: Mapping[str, Any]) -> None:
-        raise NotImplementedError
+        """Select and parametrise the zoo model from the file's model keys."""
 
     def finish(self, draft: Draft, cfg: Mapping[str, Any]) -> None:
         """Placement and the values the application sets in code."""

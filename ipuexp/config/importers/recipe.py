@@ -1,9 +1,6 @@
 """A draft as a recipe in the user's recipe folder, checked by composing it exactly as ``+recipe=NAME`` does."""
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -42,7 +39,7 @@ def _system(draft: Draft) -> str:
 def write(draft: Draft, name: str, base: Optional[str] = None, overwrite: bool = False) -> Tuple[Path, Any]:
     """Check the recipe by composing and validating it from a scratch folder, then write it to the user's recipe
     folder. Returns the path and the validated ExperimentConfig; a value ipuexp rejects raises its ConfigError."""
-    from ipuexp.config.user_recipes import ENV_VAR, recipe_path, render_recipe, user_recipe_dir, write_recipe
+    from ipuexp.config.user_recipes import compose_draft, recipe_path, user_recipe_dir, write_recipe
     from ipuexp.config.store import recipe_names
 
     recipe_path(name, recipe_names())  # a bad or packaged name fails before anything is composed
@@ -50,24 +47,5 @@ def write(draft: Draft, name: str, base: Optional[str] = None, overwrite: bool =
     if (target / f"{name}.yaml").exists() and not overwrite:
         write_recipe(name, {}, overwrite=False)  # raises the one-line "exists" error
     data, comments, header = body(draft, name, base)
-    scratch = Path(tempfile.mkdtemp(prefix="ipuexp-import-"))
-    try:
-        (scratch / f"{name}.yaml").write_text(render_recipe(data, header, comments), encoding="utf-8")
-        exp = _compose(name, scratch, ENV_VAR)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    exp = compose_draft(name, data, header, comments)
     return write_recipe(name, data, header, overwrite=overwrite, comments=comments), exp
-
-
-def _compose(name: str, folder: Path, env_var: str) -> Any:
-    from ipuexp.config.compose import load_experiment
-
-    old = os.environ.get(env_var)
-    os.environ[env_var] = str(folder)
-    try:
-        return load_experiment(f"+recipe={name}")
-    finally:
-        if old is None:
-            os.environ.pop(env_var, None)
-        else:
-            os.environ[env_var] = old
