@@ -6,6 +6,7 @@ reported as one line naming the key, the value and what is allowed, with exit co
 from __future__ import annotations
 
 import copy
+import os
 import sys
 from typing import Any, List, Optional
 
@@ -127,11 +128,24 @@ def main(argv: Optional[List[str]] = None) -> None:
         except ConfigError as err:
             print(f"ipuexp: config error: {err}", file=sys.stderr)
             sys.exit(EXIT_CONFIG_ERROR)
+    optimiser = _is_multirun(argv) and any(a.startswith("hydra/sweeper=") and a.split("=", 1)[1] not in
+                                            ("ipuexp", "basic") for a in argv)
+    if optimiser:
+        # Hydra prints what a sweeper raises as a traceback; let it through to be told apart (below).
+        os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     try:
         _hydra_entry(argv)
     except KeyboardInterrupt:
         print("ipuexp: interrupted", file=sys.stderr)
         sys.exit(130)
+    except ValueError as err:
+        # Optuna's study has no best trial when every trial failed (hydra-optuna-sweeper asks for it at the end).
+        if not optimiser or str(err) != "No trials are completed yet.":
+            raise
+        print("ipuexp: every trial of the study failed (out of memory, or a rule one combination breaks: see the "
+              "sweep table above), so there is no best value; allowed: a search space with a configuration that "
+              "fits", file=sys.stderr)
+        sys.exit(1)
 
 
 def _optuna_installed(overrides: List[str]) -> None:

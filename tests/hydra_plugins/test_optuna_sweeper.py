@@ -133,3 +133,17 @@ def test_optimiser_defaults() -> None:
     given = ["hydra.sweeper.direction=minimize"]
     assert optimiser_overrides(cfg, given) == ["hydra.sweeper.max_failure_rate=1.0"]
     assert optimiser_overrides(preflight(["+recipe=bert_base"]), []) == []
+
+
+@pytest.mark.slow
+def test_a_study_whose_trials_all_fail_ends_on_one_line(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("MLFLOW_TRACKING_URI", None)
+    env.pop("HYDRA_FULL_ERROR", None)
+    args = [sys.executable, "-m", "ipuexp", "-m", "hydra/sweeper=optuna", "hydra/launcher=basic", "+recipe=bert_base",
+            "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=2", "data.micro_batch_size=choice(64,128)",
+            "options.gradient_accumulation=512", "tracking.enabled=false", "hydra.sweep.dir=sweep"]
+    proc = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("ipuexp: every trial of the study failed")
