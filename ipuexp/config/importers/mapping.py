@@ -60,6 +60,16 @@ def refuse(key: str, value: Any, why: str) -> ConfigError:
     return ConfigError(key, value, why)
 
 
+def only(allowed: Any, why: str) -> Callable[["Draft", str, Any], None]:
+    """The rule of a key that changes nothing ipuexp predicts at ``allowed`` (compared as text, as the file may
+    spell it) and is refused otherwise."""
+    def rule(draft: Draft, key: str, value: Any) -> None:
+        if str(value) != str(allowed):
+            raise refuse(key, value, f"allowed: {allowed} ({why})")
+        draft.skip(key)
+    return rule
+
+
 def as_bool(key: str, value: Any) -> bool:
     if isinstance(value, bool):
         return value

@@ -10,17 +10,10 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ipuexp.config.importers.mapping import (Draft, as_bool, as_float, as_int, as_proportion, choose, classify,
-                                             refuse, to)
+                                             only, refuse, to)
 
 TITLE = "Graphcore's CNN example (PyTorch)"
 
-
-def _only(allowed: Any, why: str):
-    def rule(draft: Draft, key: str, value: Any) -> None:
-        if str(value) != str(allowed):
-            raise refuse(key, value, f"allowed: {allowed} ({why})")
-        draft.skip(key)
-    return rule
 
 
 def _recompute_mode(draft: Draft, key: str, value: Any) -> None:
@@ -56,7 +49,7 @@ def _splits(draft: Draft, key: str, value: Any) -> None:
 
 
 RULES = {
-    "data": _only("imagenet", "the zoo's ResNet-50 is the ImageNet network"),
+    "data": only("imagenet", "the zoo's ResNet-50 is the ImageNet network"),
     "micro_batch_size": to("data.micro_batch_size", as_int),
     "replicas": to("options.replication_factor", as_int),
     "gradient_accumulation": to("options.gradient_accumulation", as_int),
@@ -81,7 +74,7 @@ RULES = {
     "momentum": to("optimizer.momentum", as_float),
     "lr": to("optimizer.learning_rate", as_float),
     "weight_decay": to("optimizer.weight_decay", as_float),
-    "norm_type": _only("batch", "the zoo's ResNet-50 uses batch norm"),
+    "norm_type": only("batch", "the zoo's ResNet-50 uses batch norm"),
     "recompute_mode": _recompute_mode,
     "recompute_checkpoints": _checkpoints,
     "pipeline_splits": _splits,

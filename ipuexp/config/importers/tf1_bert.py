@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ipuexp.config.importers.mapping import (Draft, as_bool, as_float, as_int, as_proportion, bert, bert_ffn, choose,
-                                             classify, mask_tokens, refuse, stages_of_names, to)
+                                             classify, mask_tokens, only, refuse, stages_of_names,
+                                             to)
 
 TITLE = "Graphcore's BERT example (TensorFlow 1)"
 # Block names of ``pipeline_stages`` (modeling.py): embeddings, encoder layers, the pretraining heads.
@@ -36,14 +37,6 @@ def _task(draft: Draft, key: str, value: Any) -> None:
                      "such as SQuAD span prediction is not in the zoo)")
     draft.skip(key)
 
-
-def _only(allowed: Any, why: str):
-    """A key that changes nothing ipuexp predicts at ``allowed`` and is refused otherwise."""
-    def rule(draft: Draft, key: str, value: Any) -> None:
-        if value != allowed:
-            raise refuse(key, value, f"allowed: {allowed} ({why})")
-        draft.skip(key)
-    return rule
 
 
 def _warn(text: str):
@@ -77,8 +70,8 @@ RULES = {
     "weight_decay_rate": to("optimizer.weight_decay", as_float),
     "max_predictions_per_seq": lambda d, k, v: mask_tokens(k, v, d),
     "intermediate_size": lambda d, k, v: (bert_ffn(k, v, d), d.skip(k)),
-    "hidden_act": _only("gelu", "the zoo's BERT uses GELU"),
-    "no_outlining": _only(False, "ipuexp models outlined code, the application's default"),
+    "hidden_act": only("gelu", "the zoo's BERT uses GELU"),
+    "no_outlining": only(False, "ipuexp models outlined code, the application's default"),
     # The zoo's MLM head keeps BERT's transform layer: one hidden x hidden matmul over the masked tokens more than
     # a file without it, a small part of a step; a warning, not a refusal.
     "use_cls_layer": lambda d, k, v: d.skip(k) if as_bool(k, v) else _warn(

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Mapping
+from typing import Any, List, Mapping
 
 from ipuexp.config.importers.mapping import (Draft, as_bool, as_float, as_int, as_proportion, choose, classify,
                                              refuse, to)

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any, Dict, Mapping
 
 from ipuexp.config.importers.mapping import (Draft, as_bool, as_float, as_int, as_proportion, bert, bert_ffn, choose,
-                                             classify, mask_tokens, refuse, stages_of_names, to)
+                                             classify, mask_tokens, only, refuse, stages_of_names,
+                                             to)
 
 TITLE = "Graphcore's BERT example (TensorFlow 2)"
 # Block names of ipu_config.pipeline_stages (model/pipeline_stage_names.py): embeddings, encoder layers, and the
@@ -20,19 +21,12 @@ LAYER, BEFORE, AFTER = "hid", ("emb",), ("enc_out", "pool", "heads")
 SCRIPTS = {"run_pretraining.py": "pretraining"}
 
 
-def _only(allowed: Any, why: str):
-    def rule(draft: Draft, key: str, value: Any) -> None:
-        if value != allowed:
-            raise refuse(key, value, f"allowed: {allowed} ({why})")
-        draft.skip(key)
-    return rule
-
 
 RULES = {
     "max_seq_length": lambda d, k, v: None,
     "max_predictions_per_seq": lambda d, k, v: mask_tokens(k, v, d),
     "bert_config.intermediate_size": lambda d, k, v: (bert_ffn(k, v, d), d.skip(k)),
-    "bert_config.position_embedding_type": _only("absolute", "the zoo's BERT has absolute position embeddings"),
+    "bert_config.position_embedding_type": only("absolute", "the zoo's BERT has absolute position embeddings"),
     "global_batch.micro_batch_size": to("data.micro_batch_size", as_int),
     "global_batch.replicas": to("options.replication_factor", as_int),
     "global_batch.grad_acc_steps_per_replica": to("options.gradient_accumulation", as_int),
