@@ -55,8 +55,8 @@ def _axis(override: Any) -> List[str]:
         return [override.input_line]
     if key.lstrip("+~").startswith("hydra."):
         raise ConfigError(key, override.get_value_element_as_str(), "allowed: one value (Hydra sweeps no hydra.* key); "
-                          f"an optimisation sweeper's search space goes on the key itself or, quoted, in "
-                          f"hydra.sweeper.params (e.g. 'hydra.sweeper.params.NAME=\"choice(1,2)\"')")
+                          "an optimisation sweeper's search space goes on the key itself or, quoted, in "
+                          "hydra.sweeper.params (e.g. 'hydra.sweeper.params.NAME=\"choice(1,2)\"')")
     if override.is_interval_sweep():
         value = override.value()
         return [f"{key}={value.start}", f"{key}={value.end}"]
