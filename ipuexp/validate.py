@@ -52,6 +52,11 @@ model family (BERT, ResNet, ViT), on all rows but the row's system size (POD16, 
 
 GENERATIONS = ("mk1", "mk2", "bow")
 
+PRIOR_WEIGHT = 0.05
+"""Weight of each constant's log distance from its prior, in the units of a row's log error: a factor 2 away
+from the prior costs what a 3.5% row error costs, so the rows decide wherever they can, and a direction they
+cannot determine (a family left out) stays near the prior instead of running to a bound."""
+
 ROBUST_SCALE = 0.05
 """Log error (about 5%) beyond which a row's residual counts linearly, not quadratically, in the fit."""
 
@@ -203,9 +208,12 @@ def fit(cases: Sequence[Case], start: Dict[str, float]) -> Dict[str, float]:
     hi = np.log([FITTED[n][1] for n in names])
     x0 = np.clip(np.log([start[n] for n in names]), lo + 1e-9, hi - 1e-9)
 
+    prior = np.log([PRIORS[n] for n in names])
+
     def residuals(x: Any) -> Any:
         consts = dict(zip(names, np.exp(x)))
-        return np.array([math.log(predict(c, consts) / c.row.published) for c in cases])
+        rows = [math.log(predict(c, consts) / c.row.published) for c in cases]
+        return np.array(rows + list(PRIOR_WEIGHT * (x - prior)))
 
     # Robust loss (soft L1 beyond ROBUST_SCALE): a row the model cannot explain (ViT-B/16, docs/emulator.md) is
     # reported with its real error instead of pulling every other row off.
@@ -277,7 +285,7 @@ def run(cfg: ValidateConfig, refit: bool = False) -> Report:
         residuals = residual_rows(report)
         for o in outcomes:
             band = error_band(o.row.model, o.row.ipus, o.row.micro_batch, o.row.grad_accum, exclude=o.row.id,
-                              residuals=residuals)
+                              residuals=residuals, ipu=o.row.ipu)
             o.band = None if band is None else band.pct
     return report
 

@@ -104,6 +104,9 @@ def test_error_band_widens_outside_the_calibration():
     assert any("larger than any calibration row" in r for r in larger.reasons)
     assert any("micro-batch 256" in r for r in far_batch.reasons)
     assert error_band("bert", 16, 8, 2000, exclude="a", residuals=rows[:1]) is None
+    same_gen = error_band("resnet50", 16, 20, 10, residuals=rows, ipu="mk2")
+    other_gen = error_band("resnet50", 16, 20, 10, residuals=rows, ipu="bow")
+    assert other_gen.pct > same_gen.pct and any("no resnet calibration row on bow" in r for r in other_gen.reasons)
 
 
 def test_exit_code_follows_the_thresholds():

@@ -8,6 +8,8 @@ accumulation on a log scale), at least ``MIN_BAND_PCT``, widened when the config
 table covers, each widening with its reason:
 
 * a model family with no calibration row: the band of the whole table, times ``NEW_FAMILY_FACTOR``;
+* a family with rows, but none on this IPU generation: ``x GENERATION_FACTOR`` (the terms counted in seconds,
+  links and host, weigh differently at another clock);
 * a larger system than any row: ``+SIZE_FACTOR`` of the band per doubling beyond the largest;
 * micro-batch or gradient accumulation more than 2x outside the table's range: ``x RANGE_FACTOR`` each.
 
@@ -30,6 +32,7 @@ NEAREST = 3
 COVERAGE_K = 2.0
 MIN_BAND_PCT = 3.0
 NEW_FAMILY_FACTOR = 1.5
+GENERATION_FACTOR = 1.5
 SIZE_FACTOR = 0.5
 RANGE_FACTOR = 1.25
 # Distance scales (log2 units that count as one step of dissimilarity) and the cost of another family.
@@ -82,9 +85,10 @@ def _rms(values: Sequence[float]) -> float:
 
 
 def error_band(model: str, ipus: int, micro_batch: int, grad_accum: int, exclude: Optional[str] = None,
-               residuals: Optional[Sequence[Residual]] = None) -> Optional[Band]:
+               residuals: Optional[Sequence[Residual]] = None, ipu: Optional[str] = None) -> Optional[Band]:
     """Band of a prediction for ``model`` on ``ipus`` IPUs at this micro-batch and gradient accumulation (None
-    without residuals). ``exclude`` leaves a calibration row out (validation of the band itself)."""
+    without residuals). ``exclude`` leaves a calibration row out (validation of the band itself); ``ipu`` is the
+    IPU generation (mk1, mk2, bow), when known."""
     rows: List[Residual] = [r for r in (load_residuals() if residuals is None else residuals) if r.id != exclude]
     if not rows:
         return None
@@ -102,6 +106,9 @@ def error_band(model: str, ipus: int, micro_batch: int, grad_accum: int, exclude
     if fam not in {r.family for r in rows}:
         pct = max(pct, COVERAGE_K * _rms([r.loo_error_pct for r in rows])) * NEW_FAMILY_FACTOR
         reasons.append(f"no calibration row of the {fam} family")
+    elif ipu and ipu not in {r.ipu for r in rows if r.family == fam}:
+        pct *= GENERATION_FACTOR
+        reasons.append(f"no {fam} calibration row on {ipu}")
     largest = max(r.ipus for r in rows)
     if ipus > largest:
         doublings = _log2(ipus, largest)

@@ -62,6 +62,34 @@ _SUPERSTEPS = {"norm": 2, "norm_bwd": 3, "softmax": 2, "softmax_bwd": 2, "reduct
 """Supersteps per occurrence: a cross-tile statistic needs a reduction superstep before the element-wise one."""
 
 
+# The AMP vertex (PopLibs ``ConvPartial1x1Out``, cycle estimates in poplin ``PerformanceEstimation.hpp``,
+# half activations with 16 conv units or float partials with 8, state retention on): each worker streams its field
+# elements through the AMP at 4 worker cycles each, and every pass over one input-channel group and one
+# output-channel group of the conv units costs fixed cycles on top.
+AMP_WORKER_PASS_CYCLES = 18.0
+"""Worker cycles of one pass beyond 4 per field element: 37 + 4 (N - 3) - 7 (retention) = 4 N + 18."""
+AMP_SUPERVISOR_PASS_CYCLES = 58.0
+"""Supervisor cycles per pass: 19 per output group + 7 per output pass + 32 weight loads (16 conv units x 32 bytes
+of weights at 16 bytes per cycle, ``getConvPartialAmpSupervisorWeightLoadCycleEstimate``)."""
+AMP_IN_GROUP_CYCLES = 16.0
+"""Supervisor cycles per input-channel group (15 - 1 + 1 + the zeroing branch)."""
+AMP_VERTEX_CYCLES = 50.0
+"""Supervisor cycles per vertex outside its loops (``supervisorNonloopOverhead``)."""
+
+
+def amp_conv_units(ctx: TileContext) -> int:
+    """Output channels the AMP computes per pass: the conv units (16 at half partials, 8 at float). One field
+    element takes 4 cycles of a worker (``coreCycles``) over ``conv units x input grain`` multiply-accumulates, so
+    with 6 workers: conv units = 2 x FLOPs per cycle / input grain."""
+    return max(1, int(round(2.0 * ctx.flops_per_cycle / ctx.amp_grain)))
+
+
+def amp_pass_overhead_cycles(workers: int) -> float:
+    """Tile cycles of one AMP pass beyond its field elements: the slowest worker's fixed cycles, for every worker
+    slot of the barrel-threaded tile, plus the supervisor's."""
+    return workers * AMP_WORKER_PASS_CYCLES + AMP_SUPERVISOR_PASS_CYCLES
+
+
 def vector_class(rec: "OpRecord") -> str:
     """The non-matmul term an op record belongs to."""
     kind = rec.kind if rec.kind in _PASSES else "other"
@@ -144,8 +172,15 @@ def _evaluate(m: float, k: float, n: float, a: float, b: float, batch: int,
     pn = np.minimum(np.floor(ctx.compute_tiles / (pm * pk)), max(n, 1))
     mt, kt, nt = np.ceil(m / pm), np.ceil(k / pk), np.ceil(n / pn)
     g, w = ctx.amp_grain, ctx.workers
-    # AMP work per tile: K padded to the AMP's input grain, rows shared over the worker threads.
-    amp = 2.0 * (np.ceil(mt / w) * w) * nt * (np.ceil(kt / g) * g) / ctx.flops_per_cycle
+    units = amp_conv_units(ctx)
+    # A batched product puts whole groups on a tile: each group is its own pass over the AMP.
+    groups = np.maximum(1.0, np.ceil(batch / pm))
+    rows = np.ceil(mt / groups / w)  # field elements per worker and group
+    in_groups, out_groups = np.ceil(kt / g), np.ceil(nt / units)
+    passes = groups * in_groups * out_groups
+    # AMP work per tile: K padded to the AMP's input grain and N to its conv units, rows shared over the workers.
+    amp = 2.0 * passes * rows * w * units * g / ctx.flops_per_cycle
+    overhead = amp_pass_overhead_cycles(w) * passes + AMP_IN_GROUP_CYCLES * groups * in_groups + AMP_VERTEX_CYCLES
     a_recv = a / (pm * pk) * ctx.input_bytes
     b_recv = b / (pk * pn * np.minimum(pm, batch)) * ctx.input_bytes
     # The left operand (activations) goes to all split_n tiles of its row block; PopLibs places those tiles in
@@ -158,7 +193,7 @@ def _evaluate(m: float, k: float, n: float, a: float, b: float, batch: int,
     reduce_bytes = 2.0 * reduce_share * partials
     exchange = a_recv / a_rate + (b_recv + reduce_share * partials) / ctx.exchange_bytes_per_cycle
     steps = 1.0 + (pk > 1)
-    return pm, pk, pn, amp, reduce_bytes, exchange, steps, a_recv + b_recv + partials
+    return pm, pk, pn, amp, overhead, reduce_bytes, exchange, steps, a_recv + b_recv + partials
 
 
 def _space_key(ctx: TileContext) -> TileContext:
@@ -181,9 +216,9 @@ def _plan_space(m: int, k: int, n: int, a_elems: float, b_elems: float, batch: i
             # Serial steps over M of a batched product take whole batches, and their right operands with them.
             batch_s = max(1, batch // sm)
             a_s, b_s = a_elems / sm, b_elems / sn / (batch / batch_s)
-            pm, pk, pn, amp, red, exch, steps, temp = _evaluate(m / sm, k, n / sn, a_s, b_s, batch_s, key)
-            parts.append((amp * serial, red * serial, exch * serial, steps * serial, temp, pm, pk, pn,
-                          np.full(pm.shape, serial)))
+            pm, pk, pn, amp, over, red, exch, steps, temp = _evaluate(m / sm, k, n / sn, a_s, b_s, batch_s, key)
+            parts.append((amp * serial, over * serial, red * serial, exch * serial, steps * serial, temp, pm, pk,
+                          pn, np.full(pm.shape, serial)))
         serial *= 2
     return tuple(np.concatenate(x) for x in zip(*parts))
 
@@ -195,8 +230,9 @@ def plan_matmul(m: int, k: int, n: int, a_elems: float, b_elems: float, batch: i
     whose temporary memory per tile fits the memory proportion, serialising the product if needed. When no plan
     fits, the planner drops the bound (IPU optimisation guide section 5.1) and takes the plan needing the least
     temporary memory."""
-    amp, red, exch, steps, temp, pm, pk, pn, serial = _plan_space(m, k, n, a_elems, b_elems, batch, _space_key(ctx))
-    compute = amp / ctx.amp_efficiency + red / (VECTOR_BYTES_PER_CYCLE * ctx.vector_efficiency)
+    amp, over, red, exch, steps, temp, pm, pk, pn, serial = _plan_space(m, k, n, a_elems, b_elems, batch,
+                                                                         _space_key(ctx))
+    compute = amp / ctx.amp_efficiency + over + red / (VECTOR_BYTES_PER_CYCLE * ctx.vector_efficiency)
     exchange = exch + steps * (ctx.sync_cycles + ctx.compute_set_cycles)
     total = compute + exchange
     fit = temp <= ctx.amp_proportion * ctx.tile_memory_bytes

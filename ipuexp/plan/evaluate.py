@@ -119,7 +119,8 @@ class Evaluator:
         plan = build_plan(exp, stages)
         memory = estimate_memory(plan, graph, block_memo=self._memory_memos.setdefault(c.micro_batch, {}))
         thr = estimate_throughput(plan, graph, block_memo=self._memos.setdefault(c.micro_batch, {}))
-        band = error_band(graph.model, len(plan.ipus) * plan.replicas, c.micro_batch, c.grad_accum)
+        band = error_band(graph.model, len(plan.ipus) * plan.replicas, c.micro_batch, c.grad_accum,
+                          ipu=str(plan.ipu.name))
         out.samples_per_s, out.step_time_s = thr.samples_per_s, thr.step_time_s
         out.band_pct = band.pct if band is not None else None
         out.ipu_tile_bytes = [m.max_tile_bytes for m in memory.ipus]
