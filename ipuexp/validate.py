@@ -74,6 +74,8 @@ class ValidateConfig:
     """Exit 1 when any row's absolute error exceeds this (percent)."""
     leave_one_out: bool = True
     """Also refit without each row, each family and each system size, and predict what was left out."""
+    exclude: List[str] = field(default_factory=list)
+    """Row ids left out of the table altogether (a what-if study: the fit and every statistic without them)."""
     loo_mape_threshold: float = 8.0
     """Exit 1 when the leave-one-out MAPE exceeds this (percent)."""
     held_out_worst: float = 15.0
@@ -267,9 +269,14 @@ def run(cfg: ValidateConfig, refit: bool = False) -> Report:
     from ipuexp.calibration.band import error_band
 
     rows = load_rows(Path(cfg.csv).expanduser().resolve() if cfg.csv else None)
+    unknown = sorted(set(cfg.exclude) - {r.id for r in rows})
+    if unknown:
+        raise ValueError(f"exclude={unknown[0]!r} is not a calibration row; rows: {', '.join(r.id for r in rows)}")
+    rows = [r for r in rows if r.id not in cfg.exclude]
     cases = prepare(rows, cfg.cache_dir)
     configured = {n: float(getattr(cases[0].plan.rates.calibration, n)) for n in FITTED}
-    constants = _rounded(fit(cases, configured)) if refit else configured
+    # Constants fitted with the excluded rows would not answer the what-if: refit without them.
+    constants = _rounded(fit(cases, configured)) if refit or cfg.exclude else configured
     outcomes = [Outcome(c.row, predict(c, constants)) for c in cases]
     report = Report(outcomes, constants)
     if cfg.leave_one_out and len(cases) > 1:
@@ -331,10 +338,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--no-loo", action="store_true", help="skip the leave-one-out refits")
     parser.add_argument("--csv", help="calibration table (default: conf/validate.yaml csv)")
     parser.add_argument("--plot", help="save a predicted-vs-published plot (in sample and held out) to this PNG")
+    parser.add_argument("--exclude", action="append", default=[], metavar="ROW",
+                        help="leave this calibration row out of the fit and the statistics (repeatable; not with "
+                             "--write)")
     args = parser.parse_args(argv)
+    if args.exclude and args.write:
+        print("ipuexp.validate: --exclude with --write would ship constants fitted without rows of the table; "
+              "drop one of them", file=sys.stderr)
+        return 2
     cfg = load_config()
     if args.csv:
         cfg.csv = args.csv
+    cfg.exclude = list(cfg.exclude) + args.exclude
     if args.no_loo:
         cfg.leave_one_out = False
     try:

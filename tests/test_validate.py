@@ -55,7 +55,7 @@ def test_generalisation_on_the_full_table(report):
     assert sub.mode_worst("leave-one-out") <= 11.0
     # Leave-one-size-out and -family-out, measured (docs/emulator.md has the table).
     assert sub.mode_worst("leave-one-size-out") <= 15.0
-    assert sub.mode_worst("leave-one-family-out") <= 25.0
+    assert sub.mode_worst("leave-one-family-out") <= 20.0
     # Error band: the published value is inside the band of the leave-one-out prediction for 7 of 8 rows.
     assert rep.covered >= 7
     # Every held-out fit refitted every constant.
@@ -141,6 +141,23 @@ def test_calibration_block_carries_a_note_per_constant(tmp_path, monkeypatch):
     from omegaconf import OmegaConf
 
     assert OmegaConf.load(conf / "ipu" / "bow.yaml").calibration.amp_efficiency == 0.5
+
+
+@pytest.mark.slow
+def test_every_gate_passes_without_the_unexplained_row():
+    cfg = v.load_config()
+    cfg.exclude = [UNEXPLAINED]
+    rep = v.run(cfg)
+    assert UNEXPLAINED not in [o.row.id for o in rep.outcomes]
+    assert all(v.gates(rep, cfg).values()), v.gates(rep, cfg)
+
+
+def test_exclude_names_the_rows_and_refuses_write(capsys):
+    assert v.main(["--exclude", "no_such_row", "--no-loo"]) == 2
+    err = capsys.readouterr().err
+    assert "exclude='no_such_row'" in err and "vit_b16_finetune_bow_pod16_pytorch" in err and "\n" not in err.strip()
+    assert v.main(["--exclude", UNEXPLAINED, "--fit", "--write"]) == 2
+    assert "--write" in capsys.readouterr().err
 
 
 def test_missing_table_exits_2(tmp_path, capsys):
