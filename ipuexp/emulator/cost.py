@@ -10,7 +10,8 @@ operation costs
   nothing fits, the planner drops the proportion and takes the plan needing the least memory (IPU optimisation
   guide sections 4.1 and 5.1). Plans are cached per shape and tile context, so a sweep re-plans nothing. AMP
   compute runs at the precision's rate; half partials double it and halve the partials' memory (IPU optimisation
-  guide section 5.2).
+  guide section 5.2). Each pass of the AMP vertex over one input- and one output-channel group of a tile adds
+  PopLibs' fixed worker and supervisor cycles, so few rows per tile cost more than their multiply-accumulates.
 * non-matmul work, one explicit term per class (``vector_op_cycles``): element-wise (transcendentals with an
   extra pass), normalisation (statistics in fp32, then normalise), softmax, reductions, copies and embedding
   gathers, each as passes over its elements at PopLibs' per-tile vector rate, divided by the fitted
