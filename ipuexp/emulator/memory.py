@@ -18,6 +18,8 @@ not always live (at the IPU's peak step): activations (working set of the step, 
 included), temporary (matmul/convolution temporaries of the plans the planner picks, ``engine.temporary``),
 gradients (weight gradients waiting for the update when there are no accumulators), streamed (tensors loaded
 from Streaming Memory or gathered from shards for the step).
+A graph of one stage has no pipeline and so no FIFOs (``emulator.stash``): its stash is what the step holds of
+the checkpoints (or saved activations) kept from the forward pass for the backward pass, not always live.
 """
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 from ipuexp.config.schema import option_value
 from ipuexp.emulator.code_size import SERIALISED_OP_UNITS, CodeUnits, code_bytes, ring_uses_switch
 from ipuexp.emulator.oom import FailingIPU, oom_lines
-from ipuexp.emulator.stash import StageStash, own_saved_bytes, saved_bytes, segment_starts, stage_stash
+from ipuexp.emulator.stash import (Held, StageStash, own_saved_bytes, saved_bytes, segment_starts, stage_stash,
+                                   unpipelined_held)
 from ipuexp.emulator.temporary import matmul_temporary
 from ipuexp.emulator.tiles import TileLoad, tile0_excess, tile_load
 from ipuexp.emulator.variables import OPTIMIZER_STATES, place, state_bytes
@@ -219,13 +222,16 @@ def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: _Settings,
             if not loc.optimizer_state.on_chip:
                 opt_streamed = int(largest * per_param / (s.replicas if opt.sharded else 1))
 
-    # Stash FIFOs.
+    # Stash FIFOs; without a pipeline, the tensors kept for backward are counted at each step instead.
     stashes: List[StageStash] = []
+    held: Optional[Held] = None
     if s.training:
         for st in own:
             stashes.append(stage_stash(st.blocks, depths[st.index], recompute, s.every_layer, s.act))
-        if loc.activations.on_chip:
+        if loc.activations.on_chip and n_stages > 1:
             al["stash"] = sum(x.bytes for x in stashes)
+        elif loc.activations.on_chip:
+            held = unpipelined_held(own[0].blocks, recompute, s.every_layer, s.act)
 
     # Host stream buffers: the micro-batch's inputs enter at stage 0; inference returns the last outputs.
     stream_tensors = 0
@@ -260,7 +266,7 @@ def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: _Settings,
     )
     al.update(code_bytes(units, s.replicas, s.training))
 
-    steps = _steps(own, s, recompute, block_figs, stashes, weights_streamed, acc_streamed, opt_streamed,
+    steps = _steps(own, s, recompute, block_figs, stashes, held, weights_streamed, acc_streamed, opt_streamed,
                    largest)
 
     # Tiles: everything but the host buffers is spread over the compute tiles, tile 0 carrying the rounding.
@@ -290,9 +296,10 @@ def _n_float(tensors: Sequence[TensorInfo]) -> int:
     return sum(1 for t in tensors if is_float(t.dtype))
 
 def _steps(own: List[Stage], s: _Settings, recompute: bool, block_figs: Dict[int, _BlockFigures],
-           stashes: List[StageStash], weights_streamed: bool, acc_streamed: bool, opt_streamed: int,
-           largest: int) -> List[Tuple[str, Dict[str, int]]]:
-    """Not-always-live bytes by category at each program step of one IPU."""
+           stashes: List[StageStash], held: Optional[Held], weights_streamed: bool, acc_streamed: bool,
+           opt_streamed: int, largest: int) -> List[Tuple[str, Dict[str, int]]]:
+    """Not-always-live bytes by category at each program step of one IPU (``held``: the kept tensors of an
+    unpipelined stage, by block index)."""
     act, wb = s.act, s.weight
     steps: List[Tuple[str, Dict[str, int]]] = []
 
@@ -300,13 +307,13 @@ def _steps(own: List[Stage], s: _Settings, recompute: bool, block_figs: Dict[int
         return (b.parameters + b.tied_parameters) * wb if weights_streamed else 0
 
     for st in own:
-        for b in st.blocks:
+        for i, b in enumerate(st.blocks):
             working = b.peak_fwd_elements * act
             if s.training and not recompute:
-                # Saved activations go straight into the stash FIFO (always live).
+                # Saved activations go straight into the stash (a FIFO, or held until the backward pass).
                 working = max(working - b.saved_elements * act, tensor_bytes(b.outputs, act))
             steps.append((f"fwd {b.name}", {"activations": working, "temporary": block_figs[id(b)].temp_fwd,
-                                             "streamed": streamed_weights(b)}))
+                                             "streamed": streamed_weights(b), "stash": held.fwd[i] if held else 0}))
     if not s.training:
         return steps
 
@@ -325,15 +332,15 @@ def _steps(own: List[Stage], s: _Settings, recompute: bool, block_figs: Dict[int
             # in the segment already holds (the tensor passed between them, saved by both).
             adds = [own_saved_bytes(seg, i, act) for i in range(len(seg))]
             if recompute:
-                for b, add in zip(seg, adds):
+                for i, (b, add) in enumerate(zip(seg, adds), start=lo):
                     # The block's forward peak counts its input, which the live set already holds when shared.
                     shared = saved_bytes(b, act) - add
                     steps.append((f"recompute {b.name}", {
                         "activations": live - shared + b.peak_fwd_elements * act,
                         "temporary": block_figs[id(b)].temp_fwd, "gradients": grads,
-                        "streamed": entry + streamed_weights(b)}))
+                        "streamed": entry + streamed_weights(b), "stash": held.recompute[i] if held else 0}))
                     live += add
-            for b, add in zip(reversed(seg), reversed(adds)):
+            for i, b, add in zip(reversed(range(lo, hi)), reversed(seg), reversed(adds)):
                 io = (float_elements(b.inputs) + float_elements(b.outputs)) * act
                 own_grads = (b.parameters + b.tied_parameters) * act
                 if s.accumulate:
@@ -345,7 +352,8 @@ def _steps(own: List[Stage], s: _Settings, recompute: bool, block_figs: Dict[int
                 if offchip_acts:
                     stream += entry if recompute else saved_bytes(b, act)
                 steps.append((f"bwd {b.name}", {"activations": live + io, "temporary": block_figs[id(b)].temp_bwd,
-                                                "gradients": grads + transient, "streamed": stream}))
+                                                "gradients": grads + transient, "streamed": stream,
+                                                "stash": held.bwd[i] if held else 0}))
                 if recompute:
                     live -= add
     # Weight update, one tensor at a time: its update is computed in an fp32 temporary (4 bytes per element; fp16

@@ -8,11 +8,16 @@ import pytest
 
 from ipuexp.calibration import compose_run
 from ipuexp.config.compose import load_experiment
+from ipuexp.config.importers import read
+from ipuexp.config.importers.recipe import write
+from ipuexp.config.schema import RecomputationMode
+from ipuexp.config.user_recipes import ENV_VAR
 from ipuexp.emulator import code_size
 from ipuexp.emulator.memory import estimate_memory, plan_ipus
 from ipuexp.graph.capture import capture
 from ipuexp.graph.stages import assign_stages
 from ipuexp.execution.execution import build_plan
+from published import SHARED
 
 pytestmark = pytest.mark.slow  # captures BERT, GPT-2, ResNet-50 and ViT on meta tensors (seconds each)
 
@@ -71,6 +76,29 @@ def test_tensorflow_bert_runs_recompute_one_layer_at_a_time(recipe, cache_dir):
         _, peak = plan.peak_step()
         layer = plan.stages[0].blocks[0]
         assert layer.is_layer and peak["activations"] < 2 * (layer.saved_elements * 2 + layer.saved_int_bytes)
+
+
+CNN_CONFIGS = SHARED / "reference/graphcore-configs/examples/HEAD_vision_cnns_pytorch_train_configs.yml"
+
+
+@pytest.mark.skipif(not CNN_CONFIGS.is_file(), reason="shared reference material not found")
+@pytest.mark.parametrize("config", ["resnet50", "resnet50-pod4", "resnet50-pod64"])
+def test_pytorch_cnn_resnet50_on_one_ipu_fits(config, cache_dir, tmp_path, monkeypatch):
+    # Graphcore's PyTorch CNN application trains ResNet-50 on one IPU per replica, no pipeline, with RecomputeAll
+    # at checkpoints after the bottleneck blocks; the configurations ran on IPU-POD4, POD16 and POD64.
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    _, exp = write(read(CNN_CONFIGS, config), "r50", overwrite=True)
+    graph, stages, mem = evaluate(exp, cache_dir)
+    assert len(stages) == 1 and mem.fits, "\n".join(mem.report)
+    # No pipeline, no FIFOs: at the peak only the checkpoints the backward pass has not consumed yet are live.
+    (plan,) = plan_ipus(build_plan(exp, stages), graph)
+    _, peak = plan.peak_step()
+    assert plan.always_live["stash"] == 0 and 0 < peak["stash"] < plan.stash[0].entry_bytes
+    # Without recomputation every activation saved for backward (about 750 MiB in fp16 at micro-batch 18) is live
+    # at the start of the backward pass, beside the variables and code: that cannot fit in 900 MiB.
+    exp.options.recomputation.mode = RecomputationMode.none
+    _, _, without = evaluate(exp, cache_dir)
+    assert not without.fits
 
 
 def test_bert_large_does_not_fit_without_recomputation(cache_dir):
