@@ -133,6 +133,10 @@ def main(argv: Optional[List[str]] = None) -> None:
     if optimiser:
         # Hydra prints what a sweeper raises as a traceback; let it through to be told apart (below).
         os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+        if "hydra/sweeper/sampler=grid" in argv:
+            from ipuexp.runner.optuna_grid import tolerate_grid_stop
+
+            tolerate_grid_stop()
     try:
         _hydra_entry(argv)
     except KeyboardInterrupt:
