@@ -95,6 +95,21 @@ def optimiser_overrides(cfg: Any, overrides: List[str]) -> List[str]:
     return added
 
 
+def check_optimiser(cfg: Any) -> None:
+    """Refuse what Hydra's Optuna sweeper cannot run here: a study in a database. hydra-optuna-sweeper 1.3 needs
+    Optuna 2.x, whose RDB storage predates SQLAlchemy 2, which MLflow installs; it fails on its first query."""
+    from ipuexp.config.errors import ConfigError
+
+    if not str(cfg.hydra.sweeper.get("_target_", "")).endswith("OptunaSweeper"):
+        return
+    storage = cfg.hydra.sweeper.get("storage")
+    if storage:
+        raise ConfigError("hydra.sweeper.storage", str(storage), "allowed: null (the study lives in the sweep's "
+                          "process; every trial is an MLflow run, and a rerun with tracking.skip_completed=true "
+                          "reads finished ones back): Optuna 2.x, which hydra-optuna-sweeper 1.3 requires, cannot "
+                          "use the SQLAlchemy 2 that MLflow installs")
+
+
 def search_space_points(cfg: Any, first: List[str]) -> List[List[str]]:
     """For an optimisation sweeper, the first point with each value of ``hydra.sweeper.params`` (a preset's or a
     quoted command-line search space) that the command line does not replace: Hydra's basic sweeper's params
@@ -121,6 +136,7 @@ def main(argv: Optional[List[str]] = None) -> None:
             first, *others = sweep_points(overrides) if _is_multirun(argv) else [overrides]
             cfg = preflight(first)
             if _is_multirun(argv):
+                check_optimiser(cfg)
                 others += search_space_points(cfg, first)
                 argv += optimiser_overrides(cfg, overrides)
             for point in others:

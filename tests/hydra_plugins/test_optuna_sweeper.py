@@ -121,6 +121,13 @@ def test_preflight_checks_the_search_space(tmp_path: Path) -> None:
                           text=True, timeout=300)
     assert proc.returncode == 2
     assert proc.stderr.startswith("ipuexp: config error: data.micro_batch_size='1.0' is invalid")
+    # A study in a database cannot run with the Optuna that hydra-optuna-sweeper allows: refused up front.
+    proc = subprocess.run([sys.executable, "-m", "ipuexp", "-m", "hydra/sweeper=optuna", "+recipe=bert_base",
+                           "data.micro_batch_size=choice(16,32)", "hydra.sweeper.storage=sqlite:///study.db"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("ipuexp: config error: hydra.sweeper.storage='sqlite:///study.db' is invalid")
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "study.db").exists()
 
 
 def test_optimiser_defaults() -> None:
