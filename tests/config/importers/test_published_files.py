@@ -97,6 +97,9 @@ def test_imported_configurations_follow_their_file(outcomes):
     bs20 = by[("HEAD_vision_cnns_tensorflow2_configs.yml", "resnet50_mlperf_pod16_bs20")]
     assert list(bs20.options.pipeline.layers_per_ipu) == [1, 2, 1, 2, 2, 3, 5]
     assert bs20.options.gradient_accumulation == 1920 // (20 * 16) and bs20.options.pipeline.schedule == "sequential"
+    assert bs20.training
+    serving = by[("HEAD_vision_cnns_tensorflow2_configs.yml", "resnet50_infer_bs32")]
+    assert not serving.training and serving.data.micro_batch_size == 32
 
 
 def test_split_points_become_segments():
