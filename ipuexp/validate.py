@@ -39,8 +39,9 @@ PRIORS: Dict[str, float] = {
     "compute_set_cycles": 1000.0,
     "gw_step_latency_s": 5e-6,
 }
-"""Where every held-out fit starts: a constant the remaining rows cannot determine (the GW-Link step when no
-multi-rack row is left) keeps this value, so that no held-out fit inherits the in-sample one. amp_efficiency:
+"""Where every fit is drawn to (weakly, ``PRIOR_WEIGHT``) and where every held-out fit starts: a constant the
+remaining rows cannot determine (the GW-Link step when no multi-rack row is left) stays near this value, and no
+held-out fit inherits the in-sample one. amp_efficiency:
 most of the AMP peak; vector_efficiency: PopLibs element-wise vertices reach about 1/4 of the load path at best
 (Jia et al. 2019 on compiler-generated loops), of which a share; compute_set_cycles: a global sync and a
 6-worker launch are about 600 + 300 cycles; gw_step_latency_s: one 100 GbE RoCE hop and a cross-rack sync, a few
@@ -200,7 +201,7 @@ def predict(case: Case, constants: Optional[Dict[str, float]] = None) -> float:
 
 def fit(cases: Sequence[Case], start: Dict[str, float]) -> Dict[str, float]:
     """Robust least squares on log(predicted / published) over ``cases`` for the FITTED constants
-    (log-parameterised, within their physical ranges). Constants measured in cycles are shared by every
+    (log-parameterised, within their physical ranges), each drawn weakly towards its prior (``PRIOR_WEIGHT``). Constants measured in cycles are shared by every
     generation in ``cases``."""
     import numpy as np
     from scipy.optimize import least_squares

@@ -10,7 +10,8 @@ from typing import Any, Dict, Iterable, Sequence
 from ipuexp.config.store import CONF_DIR
 
 _FIT_NOTES = {
-    "amp_efficiency": "share of the AMP peak reached inside matmul/convolution vertices",
+    "amp_efficiency": "share of the AMP's streaming rate reached inside matmul/convolution vertices, beyond the "
+                      "fixed cycles of each AMP pass (emulator/cost.py, from PopLibs' ConvPartial1x1Out estimate)",
     "vector_efficiency": "share of PopLibs' per-tile vector rate (emulator/cost.py VECTOR_BYTES_PER_CYCLE, from "
                          "PerformanceEstimation.cpp) reached by the non-matmul vertices of every class",
     "compute_set_cycles": "cycles of one compute set on top of ipu.sync_cycles (supervisor start, worker "
@@ -50,7 +51,8 @@ def calibration_block(report: Any, generation: str, priors: Dict[str, Any], rows
         "  # `python -m ipuexp.validate --fit`: scipy.optimize.least_squares (soft-L1 robust loss) on",
         "  # log(predicted / published) over the rows of the calibration table",
         "  # (ipuexp/calibration/published-throughput.csv), log-parameterised within physical bounds",
-        "  # (ipuexp/validate.py FITTED). They are counted in cycles (gw_step_latency_s in seconds) and shared by Mk2 and Bow:",
+        "  # (ipuexp/validate.py FITTED), with a weak prior (validate.py PRIOR_WEIGHT, PRIORS).",
+        "  # They are counted in cycles (gw_step_latency_s in seconds) and shared by Mk2 and Bow:",
         "  # the same GC200 tile design (tiles, SRAM, AMP and exchange per cycle) at different clocks",
         "  # (docs/sources.md [b], [c], [d]), so one fit over the Mk2 and Bow rows serves both generations.",
         f"  # Rows fitted on: {', '.join(rows)}.",
@@ -61,7 +63,7 @@ def calibration_block(report: Any, generation: str, priors: Dict[str, Any], rows
         loo = [c[name] for c in report.loo_constants.values() if name in c]
         spread = f"; leave-one-out refits {min(loo):.4g} to {max(loo):.4g}" if loo else ""
         where = "Fitted on all rows above" if fitted_here else "Not fitted here (carried over)"
-        lines.append(f"  # {name}: {_FIT_NOTES[name]}. {where}, robust least squares on log error{spread}.")
+        lines.append(f"  # {name}: {_FIT_NOTES[name]}. {where}, robust least squares on log error with a weak prior{spread}.")
         lines.append(f"  {name}: {value:g}")
     for name, value in priors.items():
         lines.append(f"  # {name}: {PRIOR_NOTES.get(name, 'prior, not fitted')}.")
