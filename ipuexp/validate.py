@@ -201,8 +201,8 @@ def predict(case: Case, constants: Optional[Dict[str, float]] = None) -> float:
 
 def fit(cases: Sequence[Case], start: Dict[str, float]) -> Dict[str, float]:
     """Robust least squares on log(predicted / published) over ``cases`` for the FITTED constants
-    (log-parameterised, within their physical ranges), each drawn weakly towards its prior (``PRIOR_WEIGHT``). Constants measured in cycles are shared by every
-    generation in ``cases``."""
+    (log-parameterised, within their physical ranges), each drawn weakly towards its prior (``PRIOR_WEIGHT``).
+    Constants measured in cycles are shared by every generation in ``cases``."""
     import numpy as np
     from scipy.optimize import least_squares
 

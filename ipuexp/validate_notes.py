@@ -63,7 +63,8 @@ def calibration_block(report: Any, generation: str, priors: Dict[str, Any], rows
         loo = [c[name] for c in report.loo_constants.values() if name in c]
         spread = f"; leave-one-out refits {min(loo):.4g} to {max(loo):.4g}" if loo else ""
         where = "Fitted on all rows above" if fitted_here else "Not fitted here (carried over)"
-        lines.append(f"  # {name}: {_FIT_NOTES[name]}. {where}, robust least squares on log error with a weak prior{spread}.")
+        lines.append(f"  # {name}: {_FIT_NOTES[name]}. {where}, robust least squares on log error with a weak "
+                     f"prior{spread}.")
         lines.append(f"  {name}: {value:g}")
     for name, value in priors.items():
         lines.append(f"  # {name}: {PRIOR_NOTES.get(name, 'prior, not fitted')}.")
