@@ -133,7 +133,8 @@ def _pipeline(draft: Draft, cfg: Mapping[str, Any]) -> None:
         raise refuse("device-mapping", cfg["device-mapping"], f"allowed: one IPU per stage ({len(counts)} stages)")
     draft.set("options.pipeline.device_mapping", mapping,
               f"device-mapping: {mapping}" if mapping is not None else "stage i on IPU i (the default mapping)")
-    schedule = cfg.get("pipeline-schedule", "Grouped")  # TensorFlow's pipeline() default schedule: Grouped
+    # The application's --pipeline-schedule default (its README's argument list: "(default: Grouped)").
+    schedule = cfg.get("pipeline-schedule", "Grouped")
     draft.set("options.pipeline.schedule", choose("pipeline-schedule", schedule, {
         "Grouped": "grouped", "Interleaved": "interleaved", "Sequential": "sequential"}),
         f"pipeline-schedule: {schedule}")
