@@ -97,12 +97,13 @@ def convert(cfg: Mapping[str, Any], draft: Draft) -> Draft:
     _pipeline(draft, cfg)
     accumulation_from_global(draft, "global-batch-size", "micro-batch-size x num-replicas")
     name = draft.source.rsplit("#", 1)[-1]
-    if "_infer" in name:
+    serving = "_infer" in name
+    if serving:
         # The application's resnet50_infer_* configurations are what its serving client (send_request.py in
         # benchmarks.yml) runs: the exported model, forward only.
         draft.set("training", False, f"{name}: the serving configuration (send_request.py), forward passes only")
-        draft.default("options.device_iterations", 1, "one batch per request of the serving client")
-    draft.default("options.device_iterations", 1, "one weight update per host call is assumed")
+    draft.default("options.device_iterations", 1, "one batch per request of the serving client" if serving else
+                  "one weight update per host call is assumed")
     draft.default("options.replication_factor", 1, "--num-replicas default 1")
     draft.default("options.precision", "16.16", "--precision default 16.16")
     return draft
