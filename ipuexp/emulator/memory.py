@@ -3,12 +3,9 @@
 IPU optimisation guide sections 3.2-3.5: an IPU holds variables (weights, gradient accumulators, optimizer
 state), code (vertex and control code, internal, host and global exchange code) and data whose liveness varies.
 Always-live memory is held for the whole program; not-always-live memory is the peak over the program steps of
-what is live at each step (IPU optimisation guide section 3.3, PopVision's liveness report). The steps of one IPU
-are, for each of its pipeline stages, the forward pass of each block, then in reverse the backward pass of each
-block (preceded by the recomputation of its checkpoint segment when recomputation is on), then the weight
-update. A tensor that one block passes to the next and both save for backward
-(``emulator.stash.shared_saved_bytes``) is held once on the IPU, in a stash entry and in a recomputed segment
-alike.
+what is live at each step (IPU optimisation guide section 3.3, PopVision's liveness report), the steps of one IPU
+being its blocks' forward passes, recomputations and backward passes, then the weight update
+(``emulator.liveness``).
 
 Categories (result.json ``memory.ipus[i].breakdown``):
 always live: weights, gradient_accumulators, optimizer_state, stash (FIFOs of the pipeline, live across the whole
@@ -24,108 +21,24 @@ the checkpoints (or saved activations) kept from the forward pass for the backwa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from ipuexp.config.schema import option_value
-from ipuexp.emulator.code_size import SERIALISED_OP_UNITS, CodeUnits, code_bytes, ring_uses_switch
+from ipuexp.emulator.code_size import SERIALISED_OP_UNITS, CodeUnits, code_bytes
+from ipuexp.emulator.liveness import LivenessStep, program_steps
+from ipuexp.emulator.memory_inputs import BlockFigures, MemorySettings, block_figures, memory_settings
 from ipuexp.emulator.oom import FailingIPU, oom_lines
-from ipuexp.emulator.stash import (Held, StageStash, own_saved_bytes, saved_bytes, segment_starts, stage_stash,
-                                   unpipelined_held)
-from ipuexp.emulator.temporary import matmul_temporary
+from ipuexp.emulator.stash import Held, StageStash, stage_stash, unpipelined_held
 from ipuexp.emulator.tiles import TileLoad, tile0_excess, tile_load
-from ipuexp.emulator.variables import OPTIMIZER_STATES, place, state_bytes
-from ipuexp.graph.types import BlockCapture, Graph, Stage, TensorInfo
+from ipuexp.emulator.variables import place
+from ipuexp.graph.types import Graph, Stage, TensorInfo
 from ipuexp.execution.execution import ExecutionPlan, tile_context
-from ipuexp.execution.precision import IO_PRECISION_BYTES, float_elements, is_float, tensor_bytes
+from ipuexp.execution.precision import is_float, tensor_bytes
 from ipuexp.result import IPUMemory, MemoryFigures
 
 ALWAYS_LIVE = ("weights", "gradient_accumulators", "optimizer_state", "stash", "host_io_buffers", "control_code",
                "internal_exchange_code", "host_exchange_code", "global_exchange_code")
 NOT_ALWAYS_LIVE = ("activations", "temporary", "gradients", "streamed")
 CATEGORIES = ALWAYS_LIVE + NOT_ALWAYS_LIVE
-
-class LivenessStep(NamedTuple):
-    """Bytes live at one program step of one IPU."""
-
-    label: str
-    always_live: int
-    not_always_live: int
-
-@dataclass
-class _Settings:
-    """The configuration values the model reads, resolved once per call."""
-
-    training: bool
-    act: int
-    weight: int
-    replicas: int
-    accumulate: bool
-    schedule: str
-    recompute_mode: str
-    every_layer: bool
-    first_state: int
-    second_state: int
-    state_tensors: int
-    locations: Any
-    tiles: int
-    tile_memory: int
-    io_tiles: int
-    io_proportion: float
-    prefetch: int
-    synthetic: bool
-    io_float_bytes: int
-    serialisation: int
-    proportion: Any
-
-def _settings(plan: ExecutionPlan) -> _Settings:
-    opts = plan.options
-    prec = plan.precision
-    optimizer = option_value(plan.optimizer.name)
-    first, second = state_bytes(optimizer, option_value(plan.optimizer.state_precision))
-    io_precision = str(plan.data.io_precision)
-    return _Settings(
-        training=plan.training, act=prec.activation, weight=prec.weight,
-        replicas=int(opts.replication_factor),
-        accumulate=int(opts.gradient_accumulation) > 1, schedule=option_value(opts.pipeline.schedule),
-        recompute_mode=option_value(opts.recomputation.mode),
-        every_layer=bool(opts.recomputation.checkpoint_every_layer),
-        first_state=first, second_state=second, state_tensors=sum(OPTIMIZER_STATES[optimizer]),
-        locations=opts.tensor_locations, tiles=int(plan.ipu.tiles), tile_memory=int(plan.ipu.memory_per_tile_bytes),
-        io_tiles=int(opts.io.num_io_tiles), io_proportion=float(opts.io.io_tiles_available_memory_proportion),
-        prefetch=max(int(opts.io.prefetch_depth), 1), synthetic=bool(opts.synthetic_data),
-        io_float_bytes=IO_PRECISION_BYTES.get(io_precision, prec.activation),
-        serialisation=max(int(opts.embedding_serialization_factor), 1), proportion=opts.available_memory_proportion,
-    )
-
-@dataclass
-class _BlockFigures:
-    """Per-block aggregates for one IPU (identical blocks share them)."""
-
-    temp_fwd: int
-    temp_bwd: int
-    code_keys: Set[Tuple[Any, ...]]
-    serialised: Set[Tuple[Any, ...]]
-
-def _block_figures(b: BlockCapture, s: _Settings, ctx: Any, vocab: int) -> _BlockFigures:
-    """One pass over a block's records: planner temporaries (``ctx``: the IPU's ``TileContext``) and outlined
-    code keys."""
-    temp = {"fwd": 0, "bwd": 0}
-    keys: Set[Tuple[Any, ...]] = set()
-    serialised: Set[Tuple[Any, ...]] = set()
-    for r in b.ops:
-        if r.phase == "bwd" and not s.training:
-            continue
-        count = max(r.count, 1)
-        key = (r.op, r.phase, tuple(r.matmul_shape) if r.matmul_shape else None, r.elements_read // count,
-               r.elements_written // count)
-        if r.elements_read or r.elements_written:  # views and reshapes emit no code
-            keys.add(key)
-        if r.matmul_shape and r.kind in ("matmul", "conv"):
-            t = matmul_temporary(r, ctx, vocab, s.serialisation)
-            temp[r.phase] = max(temp[r.phase], t.bytes)
-            if t.serial_pieces > 1:
-                serialised.add(key)
-    return _BlockFigures(temp_fwd=temp["fwd"], temp_bwd=temp["bwd"], code_keys=keys, serialised=serialised)
 
 @dataclass
 class IPUPlan:
@@ -153,7 +66,7 @@ def plan_ipus(plan: ExecutionPlan, graph: Graph, block_memo: Optional[Dict[Any, 
     """Memory plans of every IPU of one replica. ``block_memo`` lets callers that model many plans of one graph
     share each block's temporaries and code keys across them (they depend only on the block, its IPU's tile
     context and the settings in the key)."""
-    s = _settings(plan)
+    s = memory_settings(plan)
     shared: Dict[Any, Dict] = {} if block_memo is None else block_memo
     stages = plan.stages
     recompute = plan.recompute
@@ -165,13 +78,13 @@ def plan_ipus(plan: ExecutionPlan, graph: Graph, block_memo: Optional[Dict[Any, 
         own = [st for st in stages if st.ipu == ipu]
         ctx = tile_context(plan, position)
         amp = ctx.amp_proportion
-        figs: Dict[Tuple[Any, ...], _BlockFigures] = shared.setdefault((ctx, s.training, s.serialisation, vocab), {})
-        block_figs: Dict[int, _BlockFigures] = {}
+        figs: Dict[Tuple[Any, ...], BlockFigures] = shared.setdefault((ctx, s.training, s.serialisation, vocab), {})
+        block_figs: Dict[int, BlockFigures] = {}
         for st in own:
             for b in st.blocks:
                 sig = b.signature
                 if sig not in figs:
-                    figs[sig] = _block_figures(b, s, ctx, vocab)
+                    figs[sig] = block_figures(b, s, ctx, vocab)
                 block_figs[id(b)] = figs[sig]
         plans.append(_plan_ipu(ipu, own, stages, s, amp, recompute, plan.stash_depths, block_figs, owner_ipu, vocab,
                                first_inputs))
@@ -187,8 +100,8 @@ def _tied_owner_ipu(stages: Sequence[Stage], tied: int) -> Optional[int]:
                 return st.ipu
     return None
 
-def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: _Settings, amp: float, recompute: bool,
-              depths: Sequence[int], block_figs: Dict[int, _BlockFigures], owner_ipu: Optional[int], vocab: int,
+def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: MemorySettings, amp: float, recompute: bool,
+              depths: Sequence[int], block_figs: Dict[int, BlockFigures], owner_ipu: Optional[int], vocab: int,
               first_inputs: List[TensorInfo]) -> IPUPlan:
     blocks = [b for st in own for b in st.blocks]
     n_stages = len(stages)
@@ -266,8 +179,8 @@ def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: _Settings,
     )
     al.update(code_bytes(units, s.replicas, s.training))
 
-    steps = _steps(own, s, recompute, block_figs, stashes, held, weights_streamed, acc_streamed, opt_streamed,
-                   largest)
+    steps = program_steps(own, s, recompute, block_figs, stashes, held, weights_streamed, acc_streamed,
+                          opt_streamed, largest)
 
     # Tiles: everything but the host buffers is spread over the compute tiles, tile 0 carrying the rounding.
     peak = max((sum(d.values()) for _, d in steps), default=0)
@@ -294,79 +207,6 @@ def _boundary_tensors(own: List[Stage], stages: Sequence[Stage], training: bool)
 
 def _n_float(tensors: Sequence[TensorInfo]) -> int:
     return sum(1 for t in tensors if is_float(t.dtype))
-
-def _steps(own: List[Stage], s: _Settings, recompute: bool, block_figs: Dict[int, _BlockFigures],
-           stashes: List[StageStash], held: Optional[Held], weights_streamed: bool, acc_streamed: bool,
-           opt_streamed: int, largest: int) -> List[Tuple[str, Dict[str, int]]]:
-    """Not-always-live bytes by category at each program step of one IPU (``held``: the kept tensors of an
-    unpipelined stage, by block index)."""
-    act, wb = s.act, s.weight
-    steps: List[Tuple[str, Dict[str, int]]] = []
-
-    def streamed_weights(b: BlockCapture) -> int:
-        return (b.parameters + b.tied_parameters) * wb if weights_streamed else 0
-
-    for st in own:
-        for i, b in enumerate(st.blocks):
-            working = b.peak_fwd_elements * act
-            if s.training and not recompute:
-                # Saved activations go straight into the stash (a FIFO, or held until the backward pass).
-                working = max(working - b.saved_elements * act, tensor_bytes(b.outputs, act))
-            steps.append((f"fwd {b.name}", {"activations": working, "temporary": block_figs[id(b)].temp_fwd,
-                                             "streamed": streamed_weights(b), "stash": held.fwd[i] if held else 0}))
-    if not s.training:
-        return steps
-
-    grads = 0  # weight gradients waiting for the update (no accumulators)
-    stash_of = {id(st): x for st, x in zip(own, stashes)}
-    offchip_acts = not s.locations.activations.on_chip
-    for st in reversed(own):
-        blocks = st.blocks
-        entry = stash_of[id(st)].entry_bytes if offchip_acts else 0
-        starts = segment_starts(blocks, s.every_layer) if recompute else list(range(len(blocks)))
-        bounds = list(zip(starts, starts[1:] + [len(blocks)]))
-        for lo, hi in reversed(bounds):
-            seg = blocks[lo:hi]
-            live = 0
-            # What each recomputed block adds to the live set: its saved tensors less those the block before it
-            # in the segment already holds (the tensor passed between them, saved by both).
-            adds = [own_saved_bytes(seg, i, act) for i in range(len(seg))]
-            if recompute:
-                for i, (b, add) in enumerate(zip(seg, adds), start=lo):
-                    # The block's forward peak counts its input, which the live set already holds when shared.
-                    shared = saved_bytes(b, act) - add
-                    steps.append((f"recompute {b.name}", {
-                        "activations": live - shared + b.peak_fwd_elements * act,
-                        "temporary": block_figs[id(b)].temp_fwd, "gradients": grads,
-                        "streamed": entry + streamed_weights(b), "stash": held.recompute[i] if held else 0}))
-                    live += add
-            for i, b, add in zip(reversed(range(lo, hi)), reversed(seg), reversed(adds)):
-                io = (float_elements(b.inputs) + float_elements(b.outputs)) * act
-                own_grads = (b.parameters + b.tied_parameters) * act
-                if s.accumulate:
-                    transient = b.largest_parameter * act
-                else:
-                    grads += own_grads
-                    transient = 0
-                stream = streamed_weights(b) + (b.parameters * wb if acc_streamed else 0)
-                if offchip_acts:
-                    stream += entry if recompute else saved_bytes(b, act)
-                steps.append((f"bwd {b.name}", {"activations": live + io, "temporary": block_figs[id(b)].temp_bwd,
-                                                "gradients": grads + transient, "streamed": stream,
-                                                "stash": held.bwd[i] if held else 0}))
-                if recompute:
-                    live -= add
-    # Weight update, one tensor at a time: its update is computed in an fp32 temporary (4 bytes per element; fp16
-    # weights are updated from fp32 arithmetic), its optimizer state streamed in when it lives off chip.
-    update_stream = opt_streamed + (largest * wb if weights_streamed else 0) + (largest * wb if acc_streamed else 0)
-    # The gradient all-reduce runs before the update: with a dynamic-slice ring (fragment per tile below PopLibs'
-    # switch bound) the gradient is first copied into a sliceable tensor (emulator.code_size.ring_uses_switch).
-    params = sum(st.parameters for st in own)
-    ring = CodeUnits(0, 0, 0, 0, parameter_elements=params, tiles=s.tiles)
-    sliceable = params * wb if s.training and s.replicas > 1 and not ring_uses_switch(ring, s.replicas) else 0
-    steps.append(("weight update", {"gradients": grads, "temporary": max(largest * 4, sliceable),
-                                    "streamed": update_stream}))
-    return steps
 
 def estimate_memory(plan: ExecutionPlan, graph: Graph, block_memo: Optional[Dict[Any, Dict]] = None) -> MemoryFigures:
     """Memory of every IPU of one replica, and whether it fits (``block_memo``: see ``plan_ipus``)."""

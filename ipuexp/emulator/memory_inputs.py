@@ -1,0 +1,89 @@
+"""What the memory model reads: the configuration values of a plan, resolved once, and each block's planner
+temporaries and outlined code keys (``emulator.memory``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Set, Tuple
+
+from ipuexp.config.schema import option_value
+from ipuexp.emulator.temporary import matmul_temporary
+from ipuexp.emulator.variables import OPTIMIZER_STATES, state_bytes
+from ipuexp.graph.types import BlockCapture
+from ipuexp.execution.execution import ExecutionPlan
+from ipuexp.execution.precision import IO_PRECISION_BYTES
+
+@dataclass
+class MemorySettings:
+    """The configuration values the model reads, resolved once per call."""
+
+    training: bool
+    act: int
+    weight: int
+    replicas: int
+    accumulate: bool
+    schedule: str
+    recompute_mode: str
+    every_layer: bool
+    first_state: int
+    second_state: int
+    state_tensors: int
+    locations: Any
+    tiles: int
+    tile_memory: int
+    io_tiles: int
+    io_proportion: float
+    prefetch: int
+    synthetic: bool
+    io_float_bytes: int
+    serialisation: int
+    proportion: Any
+
+def memory_settings(plan: ExecutionPlan) -> MemorySettings:
+    opts = plan.options
+    prec = plan.precision
+    optimizer = option_value(plan.optimizer.name)
+    first, second = state_bytes(optimizer, option_value(plan.optimizer.state_precision))
+    io_precision = str(plan.data.io_precision)
+    return MemorySettings(
+        training=plan.training, act=prec.activation, weight=prec.weight,
+        replicas=int(opts.replication_factor),
+        accumulate=int(opts.gradient_accumulation) > 1, schedule=option_value(opts.pipeline.schedule),
+        recompute_mode=option_value(opts.recomputation.mode),
+        every_layer=bool(opts.recomputation.checkpoint_every_layer),
+        first_state=first, second_state=second, state_tensors=sum(OPTIMIZER_STATES[optimizer]),
+        locations=opts.tensor_locations, tiles=int(plan.ipu.tiles), tile_memory=int(plan.ipu.memory_per_tile_bytes),
+        io_tiles=int(opts.io.num_io_tiles), io_proportion=float(opts.io.io_tiles_available_memory_proportion),
+        prefetch=max(int(opts.io.prefetch_depth), 1), synthetic=bool(opts.synthetic_data),
+        io_float_bytes=IO_PRECISION_BYTES.get(io_precision, prec.activation),
+        serialisation=max(int(opts.embedding_serialization_factor), 1), proportion=opts.available_memory_proportion,
+    )
+
+@dataclass
+class BlockFigures:
+    """Per-block aggregates for one IPU (identical blocks share them)."""
+
+    temp_fwd: int
+    temp_bwd: int
+    code_keys: Set[Tuple[Any, ...]]
+    serialised: Set[Tuple[Any, ...]]
+
+def block_figures(b: BlockCapture, s: MemorySettings, ctx: Any, vocab: int) -> BlockFigures:
+    """One pass over a block's records: planner temporaries (``ctx``: the IPU's ``TileContext``) and outlined
+    code keys."""
+    temp = {"fwd": 0, "bwd": 0}
+    keys: Set[Tuple[Any, ...]] = set()
+    serialised: Set[Tuple[Any, ...]] = set()
+    for r in b.ops:
+        if r.phase == "bwd" and not s.training:
+            continue
+        count = max(r.count, 1)
+        key = (r.op, r.phase, tuple(r.matmul_shape) if r.matmul_shape else None, r.elements_read // count,
+               r.elements_written // count)
+        if r.elements_read or r.elements_written:  # views and reshapes emit no code
+            keys.add(key)
+        if r.matmul_shape and r.kind in ("matmul", "conv"):
+            t = matmul_temporary(r, ctx, vocab, s.serialisation)
+            temp[r.phase] = max(temp[r.phase], t.bytes)
+            if t.serial_pieces > 1:
+                serialised.add(key)
+    return BlockFigures(temp_fwd=temp["fwd"], temp_bwd=temp["bwd"], code_keys=keys, serialised=serialised)
