@@ -42,7 +42,7 @@ def main() -> int:
 
     from ipuexp.config.compose import compose_recipe
     from ipuexp.config.store import recipe_names
-    from ipuexp.plan import space as sp
+    from ipuexp.plan.candidate import differences
     from ipuexp.plan.output import distinct
     from ipuexp.plan.planner import plan
     from ipuexp.plan.settings import PlanConfig
@@ -74,7 +74,7 @@ def main() -> int:
                 continue
             best = distinct(p.ranked, 1, p.problem.recipe)[0]
             own = f"{r.samples_per_s:,.0f}" + ("" if r.fits else " (does not fit)")
-            changes = " ".join(sp.differences(best.candidate, p.problem.recipe)).replace("options.", "")
+            changes = " ".join(differences(best.candidate, p.problem.recipe)).replace("options.", "")
             print(f"| {label} | {base.system.name} | {own} | {r.tile_headroom:.0%} | {best.samples_per_s:,.0f} | "
                   f"{best.tile_headroom:.0%} | {best.samples_per_s / r.samples_per_s:.2f}x | {changes or '-'} |",
                   flush=True)

@@ -90,18 +90,18 @@ def _fail(run: Any, reason: str) -> None:
 
 def _plan(args: argparse.Namespace, base: Any, settings: Any, run: Any) -> int:
     """Search, print, write the files (and the recipe), record the MLflow runs; the exit status."""
-    from ipuexp.plan import search
+    from ipuexp.plan import ranking
     from ipuexp.plan.output import distinct, print_plan, shortfall_line, write_outputs
     from ipuexp.plan.planner import plan as run_plan
 
     result = run_plan(base, settings, quiet=args.quiet)
     top = distinct(result.ranked, settings.top_k, result.problem.recipe)
-    rejected = distinct(search.rejected(result.result.outcomes, top[0] if top else None, 50), 3,
+    rejected = distinct(ranking.rejected(result.result.outcomes, top[0] if top else None, 50), 3,
                         result.problem.recipe)
     print_plan(result, top, rejected)
     paths = write_outputs(result, top, rejected, Path(settings.out_dir))
     print(f"Wrote {paths['plan']} and {paths['pareto']}")
-    shortfall = None if top else shortfall_line(search.closest(result.result.outcomes), result)
+    shortfall = None if top else shortfall_line(ranking.closest(result.result.outcomes), result)
     if args.write_recipe and top:
         from ipuexp.plan.recipe import write_best_recipe
 

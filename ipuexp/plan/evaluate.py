@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ipuexp.config.errors import ConfigError
 from ipuexp.config.schema import ExperimentConfig, option_value
 from ipuexp.emulator.oom import human
-from ipuexp.plan.space import Candidate, Layout, apply
+from ipuexp.plan.candidate import Candidate, Layout, apply
 
 FITS, OOM, PRUNED, INVALID = "fits", "oom", "pruned", "invalid"
 

@@ -7,20 +7,20 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ipuexp.emulator.oom import human
-from ipuexp.plan import space as sp
+from ipuexp.plan.candidate import Candidate, differences
 from ipuexp.plan.evaluate import FITS, OOM, Outcome
 from ipuexp.plan.planner import Plan
 
 
-def distinct(outcomes: List[Outcome], n: int, recipe: Optional[sp.Candidate] = None) -> List[Outcome]:
+def distinct(outcomes: List[Outcome], n: int, recipe: Optional[Candidate] = None) -> List[Outcome]:
     """The first ``n`` outcomes with distinct predictions (candidates the model cannot tell apart, such as
     variants in device iterations that change nothing, are shown once: the one changing the fewest options)."""
     groups: Dict[Any, Outcome] = {}
     for o in outcomes:
         key = (round(o.samples_per_s, 1), o.peak_tile_bytes, o.status)
         cur = groups.get(key)
-        if cur is None or (recipe is not None and len(sp.differences(o.candidate, recipe))
-                           < len(sp.differences(cur.candidate, recipe))):
+        if cur is None or (recipe is not None and len(differences(o.candidate, recipe))
+                           < len(differences(cur.candidate, recipe))):
             groups[key] = o
     out, seen = [], set()
     for o in outcomes:
@@ -39,8 +39,8 @@ def throughput_text(o: Outcome) -> str:
     return f"{o.samples_per_s:,.0f}{band}"
 
 
-def row(o: Outcome, recipe: sp.Candidate) -> Dict[str, Any]:
-    changes = sp.differences(o.candidate, recipe)
+def row(o: Outcome, recipe: Candidate) -> Dict[str, Any]:
+    changes = differences(o.candidate, recipe)
     return {
         "samples_per_s": round(o.samples_per_s, 1), "error_band_pct": o.band_pct,
         "step_time_s": o.step_time_s, "status": o.status, "global_batch": o.candidate.global_batch,
@@ -74,7 +74,7 @@ def print_plan(plan: Plan, top: List[Outcome], rejected: List[Outcome]) -> None:
             continue
         ipu = f"IPU {o.peak_ipu}: {human(o.peak_ipu_bytes)} ({o.ipu_headroom:.0%})"
         tile = f"IPU {o.peak_tile_ipu}: {human(o.peak_tile_bytes)} ({o.tile_headroom:.0%})"
-        changes = " ".join(sp.differences(o.candidate, p.recipe)).replace("options.", "") or "(the recipe)"
+        changes = " ".join(differences(o.candidate, p.recipe)).replace("options.", "") or "(the recipe)"
         if o.status != FITS:
             changes = f"does not fit: {o.reason}"
         table.add_row(label, throughput_text(o), ipu, tile, changes)
@@ -83,7 +83,7 @@ def print_plan(plan: Plan, top: List[Outcome], rejected: List[Outcome]) -> None:
         console.print("Why the most promising rejected candidates were rejected:")
         for o in rejected:
             speed = f"{o.samples_per_s:,.0f} samples/s, " if o.status == OOM else ""
-            console.print(f"  {speed}{' '.join(sp.differences(o.candidate, p.recipe)) or '(the recipe)'}: "
+            console.print(f"  {speed}{' '.join(differences(o.candidate, p.recipe)) or '(the recipe)'}: "
                           f"{o.reason}", soft_wrap=True)
 
 
@@ -161,5 +161,5 @@ def shortfall_line(closest: Optional[Outcome], plan: Plan) -> str:
             f"{plan.base.system.name} ({p.num_ipus} IPUs) at global batch {p.global_batch:,}")
     if closest is None:
         return head
-    changes = " ".join(sp.differences(closest.candidate, p.recipe)) or "the recipe"
+    changes = " ".join(differences(closest.candidate, p.recipe)) or "the recipe"
     return f"{head}: the closest ({changes}) leaves {closest.reason}"

@@ -7,9 +7,11 @@ from typing import Any, List, Optional
 
 from ipuexp.config.errors import ConfigError
 from ipuexp.config.schema import ExperimentConfig
-from ipuexp.plan import search
+from ipuexp.plan import ranking, search
 from ipuexp.plan import space as sp
+from ipuexp.plan.candidate import fixed_fields, from_config
 from ipuexp.plan.evaluate import Evaluator, Outcome
+from ipuexp.plan.pool import workers_for
 from ipuexp.plan.settings import PlanConfig
 
 
@@ -27,7 +29,7 @@ class Plan:
 
     @property
     def ranked(self) -> List[Outcome]:
-        return search.ranked(self.result.outcomes)
+        return ranking.ranked(self.result.outcomes)
 
     @property
     def best(self) -> Optional[Outcome]:
@@ -37,12 +39,12 @@ class Plan:
 
 def problem_of(base: ExperimentConfig, settings: PlanConfig, layers: int, has_heads: bool,
                has_stem: bool) -> sp.Problem:
-    recipe = sp.from_config(base)
+    recipe = from_config(base)
     return sp.Problem(layers=layers, has_heads=has_heads, has_stem=has_stem, num_ipus=int(base.system.num_ipus),
                       num_hosts=int(base.system.num_hosts),
                       global_batch=int(settings.global_batch or recipe.global_batch),
                       batch_tolerance=float(settings.batch_tolerance),
-                      fixed=sp.fixed_fields(base, settings.fix), recipe=recipe)
+                      fixed=fixed_fields(base, settings.fix), recipe=recipe)
 
 
 def prepare(base: ExperimentConfig, settings: PlanConfig) -> tuple:
@@ -80,7 +82,7 @@ def plan(base: ExperimentConfig, settings: PlanConfig, quiet: bool = False, limi
     if method == "auto":
         method = "exhaustive" if size <= settings.exhaustive_limit else "optuna"
     result = search.run(problem, evaluator, method, settings.trials, settings.sampler, settings.seed,
-                        search.workers_for(settings.workers), settings.top_k if settings.refine else 0,
+                        workers_for(settings.workers), settings.top_k if settings.refine else 0,
                         quiet=quiet, limit=limit)
     return Plan(base=base, settings=settings, problem=problem, result=result, capture_s=capture_s,
                 micro_batches=sizes)

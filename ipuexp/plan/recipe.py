@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from ipuexp.config.errors import ConfigError
 from ipuexp.config.schema import ExperimentConfig
 from ipuexp.emulator.oom import human
-from ipuexp.plan import space as sp
+from ipuexp.plan.candidate import apply, differences, value_text
 from ipuexp.plan.evaluate import Outcome
 from ipuexp.plan.planner import Plan
 
@@ -61,7 +61,7 @@ def _base_config(plan: Plan) -> Optional[ExperimentConfig]:
 
 def recipe_parts(plan: Plan, best: Outcome, name: str) -> Tuple[Dict[str, Any], Dict[str, str], List[str]]:
     """(body, line comments, header) of recipe ``name`` running ``best``."""
-    exp = sp.apply(plan.base, best.candidate)
+    exp = apply(plan.base, best.candidate)
     mine = _tree(exp)
     base = _base_config(plan)
     system, ipu = exp.system.name, exp.ipu.name
@@ -75,9 +75,9 @@ def recipe_parts(plan: Plan, best: Outcome, name: str) -> Tuple[Dict[str, Any], 
         was = None
     body: Dict[str, Any] = {"defaults": defaults, "recipe": name}
     body.update(_nest(leaves))
-    comments = {key: f"planned; {was}: {sp.value_text(theirs)}" for key, _, theirs in leaves if was}
+    comments = {key: f"planned; {was}: {value_text(theirs)}" for key, _, theirs in leaves if was}
     p = plan.problem
-    changes = " ".join(sp.differences(best.candidate, p.recipe)) or "none"
+    changes = " ".join(differences(best.candidate, p.recipe)) or "none"
     band = f" (±{best.band_pct:.0f}%)" if best.band_pct is not None else ""
     header = [f"Planned by python -m ipuexp.plan from recipe {plan.base.recipe or plan.base.model.name} on "
               f"{system} ({p.num_ipus} IPUs), global batch {p.global_batch:,}, {plan.settings.headroom:.0%} "
@@ -110,7 +110,7 @@ def write_best_recipe(plan: Plan, best: Outcome, name: str, overwrite: bool = Fa
     check_name(name, overwrite)
     body, comments, header = recipe_parts(plan, best, name)
     composed = compose_draft(name, body, header, comments)
-    want = sp.apply(plan.base, best.candidate)
+    want = apply(plan.base, best.candidate)
     drift = changed({s: _tree(composed)[s] for s in SECTIONS}, {s: _tree(want)[s] for s in SECTIONS})
     if drift:
         key, got, expected = drift[0]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ipuexp.config.schema import ExperimentConfig
-from ipuexp.plan import space as sp
+from ipuexp.plan.candidate import differences, param_values
 from ipuexp.plan.evaluate import Outcome
 from ipuexp.plan.planner import Plan
 from ipuexp.plan.settings import PlanConfig
@@ -97,7 +97,7 @@ class PlanRun:
         for path in paths.values():
             self._call(c.log_artifact, self.run_id, str(path))
         for rank, o in enumerate(top, 1):
-            changes = sp.differences(o.candidate, plan.problem.recipe)
+            changes = differences(o.candidate, plan.problem.recipe)
             child = self._call(c.create_run, self.experiment_id,
                                run_name=f"#{rank} " + (" ".join(changes)[:200] or "the recipe"),
                                tags={"mlflow.parentRunId": self.run_id, "ipuexp.kind": "plan_candidate",
@@ -105,7 +105,7 @@ class PlanRun:
             try:
                 self._call(c.log_batch, child.info.run_id,
                            metrics=[Metric(k, v, now, 0) for k, v in _metrics(o).items()],
-                           params=[Param(k, v) for k, v in sp.param_values(o.candidate).items()])
+                           params=[Param(k, v) for k, v in param_values(o.candidate).items()])
             except BaseException:
                 self._call(c.set_terminated, child.info.run_id, "FAILED")
                 raise

@@ -11,6 +11,7 @@ import pytest
 
 from ipuexp.config.compose import compose_recipe
 from ipuexp.plan import space as sp
+from ipuexp.plan.candidate import apply
 from ipuexp.plan.evaluate import FITS, OOM, PRUNED, variables_bound
 from ipuexp.plan.planner import plan, prepare
 from ipuexp.plan.settings import PlanConfig
@@ -50,7 +51,7 @@ def test_memory_lower_bound_never_exceeds_the_memory_model():
         c = sp.build(lay, r, values)
         out = ev.evaluate(c)
         if out.status in (FITS, OOM):
-            exp = sp.apply(base, c)
+            exp = apply(base, c)
             bound = dict(variables_bound(exp, ev.stages(c.layout, c.micro_batch)))
             for ipu, tile_bytes in zip(sorted(bound), out.ipu_tile_bytes):
                 assert bound[ipu] <= tile_bytes

@@ -10,7 +10,7 @@ import pytest
 from ipuexp.config.compose import compose_recipe, load_experiment
 from ipuexp.config.errors import ConfigError
 from ipuexp.config.user_recipes import ENV_VAR
-from ipuexp.plan import space as sp
+from ipuexp.plan.candidate import differences, from_config
 from ipuexp.plan.planner import plan
 from ipuexp.plan.recipe import write_best_recipe
 from ipuexp.plan.settings import PlanConfig
@@ -32,7 +32,7 @@ def test_written_recipe_round_trips_to_the_planned_numbers(planned, recipe_dir):
     from ipuexp.app import evaluate
 
     best = planned.best
-    assert sp.differences(best.candidate, planned.problem.recipe), "the test needs a best that changes something"
+    assert differences(best.candidate, planned.problem.recipe), "the test needs a best that changes something"
     path = write_best_recipe(planned, best, "bert_base_planned")
     text = path.read_text()
     assert "  - /recipe/bert_base\n  - override /system: pod16\n  - override /ipu: mk2\n" in text
@@ -57,7 +57,7 @@ def test_recipe_on_another_system_overrides_it(recipe_dir):
     assert "  - override /system: pod64\n" in path.read_text()
     exp = load_experiment("+recipe=bert_base_pod64_planned")
     assert exp.system.name == "pod64"
-    assert sp.from_config(exp) == p.best.candidate
+    assert from_config(exp) == p.best.candidate
 
 
 def test_existing_and_packaged_names_are_refused(planned, recipe_dir):
