@@ -123,7 +123,7 @@ SEARCHED_KEYS: Dict[str, Tuple[str, ...]] = {
 def fixed_fields(base: ExperimentConfig, keys: Sequence[str]) -> frozenset:
     """Candidate fields pinned by ``plan.fix``; a key that names no config value is a ConfigError. Keys the
     planner never changes (precision, optimizer, model, ...) are accepted: they are fixed already."""
-    from ipuexp.config.validate import value_at
+    from ipuexp.config.checks import value_at
 
     pinned = set()
     for key in keys:

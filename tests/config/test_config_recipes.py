@@ -18,7 +18,8 @@ import yaml
 
 from ipuexp.calibration import TABLE, load_rows, register_runs, run_names
 from ipuexp.config.store import recipe_names
-from ipuexp.config.validate import validate, value_at
+from ipuexp.config.checks import value_at
+from ipuexp.config.validate import validate
 from ipuexp.config.pipeline import ipus_per_replica
 from published import shared_copy
 

@@ -119,61 +119,9 @@ def test_error_message_carries_value_and_rule(compose_config):
                                "training run with F=5 forward stages (PopTorch's rule)")
 
 
-def test_empty_stage_is_named_with_its_ipu(compose_config):
-    cfg = compose_config([BERT, "options.pipeline.layers_per_ipu=[24,0]", "options.pipeline.device_mapping=[0,1,0]",
-                          "options.available_memory_proportion=0.2", "options.replication_factor=1"])
-    with pytest.raises(ConfigError) as info:
-        validate(cfg)
-    assert str(info.value) == (
-        "options.pipeline.layers_per_ipu=[24, 0] is invalid: allowed: at least one block in every pipeline stage; "
-        "stage 1 (IPU 1) gets no layer and the heads go to the separate head stage (PopTorch builds a stage only "
-        "from the blocks placed in it)")
-
-
-@pytest.mark.parametrize("lpi,dm", [("[0,8,8,8]", "[0,1,2,3,0]"),  # embeddings alone on IPU 0 (Graphcore's BERT)
-                                    ("[8,8,8,0]", "null"),          # heads alone on the last IPU
-                                    ("[0,24]", "[0,1,0]")])
-def test_stages_of_no_layers_that_the_embeddings_or_heads_fill_are_accepted(lpi, dm, compose_config):
-    cfg = compose_config([BERT, f"options.pipeline.layers_per_ipu={lpi}", f"options.pipeline.device_mapping={dm}",
-                          "options.available_memory_proportion=0.2"])
-    assert validate(cfg) == []
-
-
-def test_zoo_ends_match_the_built_models():
-    import torch
-
-    from ipuexp.config.compose import compose_recipe
-    from ipuexp.config.store import recipe_names
-    from ipuexp.models import _ENDS, build_model, zoo_ends
-
-    seen = set()
-    for recipe in recipe_names():
-        model = compose_recipe(recipe).model
-        with torch.device("meta"):
-            flags = [b.is_layer for b in build_model(model).blocks]
-        assert zoo_ends(model) == (not flags[0], not flags[-1]), recipe
-        seen.add(model.name)
-    assert seen == set(_ENDS)
-
-
-def test_sequential_schedule_needs_no_pipeline_depth(compose_config):
-    cfg = compose_config([BERT, "options.pipeline.schedule=sequential", "options.gradient_accumulation=1"])
-    assert validate(cfg) == []
-
-
-def test_ga_rule_boundary(compose_config):
-    assert validate(compose_config([BERT, "options.gradient_accumulation=9"])) == []
-
-
 def test_io_tiles_boundaries_accepted(compose_config):
     for tiles in (0, 32, 192):
         assert validate(compose_config([BERT, f"options.io.num_io_tiles={tiles}"])) == []
-
-
-def test_low_amp_is_a_warning(compose_config):
-    warnings = validate(compose_config([BERT, "options.available_memory_proportion=[0.04,0.2,0.2,0.2]"]))
-    assert len(warnings) == 1 and "options.available_memory_proportion" in warnings[0]
-    assert "0.05" in warnings[0]
 
 
 def test_rts_with_one_replica_is_a_warning(compose_config):
@@ -198,27 +146,6 @@ def test_validate_accepts_the_dataclass_object():
     with pytest.raises(ConfigError) as info:
         validate(bad)
     assert info.value.key == "options.precision"
-
-
-def test_zoo_errors_become_config_errors(monkeypatch, compose_config):
-    import ipuexp.models
-
-    def fake(model_cfg):
-        raise ValueError("model.vocab_size: 7 is not allowed; allowed: a positive integer")
-
-    monkeypatch.setattr(ipuexp.models, "zoo_layers", fake)
-    with pytest.raises(ConfigError) as info:
-        validate(compose_config([BERT]))
-    assert info.value.key == "model.vocab_size"
-    assert str(info.value).endswith("allowed: a positive integer")
-
-
-def test_layer_count_comes_from_the_zoo(monkeypatch, compose_config):
-    import ipuexp.models
-
-    monkeypatch.setattr(ipuexp.models, "zoo_layers", lambda model_cfg: 25)
-    with pytest.raises(ConfigError, match="model's 25 layers"):
-        validate(compose_config([BERT]))
 
 
 def test_relative_data_paths_are_taken_from_the_launch_directory(tmp_path, monkeypatch):
