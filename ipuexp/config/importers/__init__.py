@@ -2,8 +2,10 @@
 Graphcore's example applications and MLPerf Training submissions.
 
 ``read(path, config, source)`` returns the :class:`~ipuexp.config.importers.mapping.Draft` of one configuration;
-``recipe.write`` turns it into ``./recipes/NAME.yaml``. One module per source format; ``mapping`` holds what they
-share.
+``recipe.write`` turns it into ``./recipes/NAME.yaml``. One module per source format; Graphcore's PyTorch examples
+have one per application (``pytorch_bert``, ``pytorch_vit``, ``pytorch_gpt2``, built on ``pytorch_app``), reached
+through ``pytorch_examples``. ``mapping`` holds what all importers share, ``command_line`` reads the command of a
+``benchmarks.yml`` entry.
 """
 from __future__ import annotations
 
@@ -94,8 +96,9 @@ def _sibling_configs(path: Path) -> Optional[Dict[str, Any]]:
 
 def _read_benchmark(path: Path, entry: Dict[str, Any], config: str, draft: Draft) -> Draft:
     from ipuexp.config.importers import pytorch_examples, tf2_bert
+    from ipuexp.config.importers.command_line import parse_command
 
-    script, flags, poprun = pytorch_examples.parse_command(str(entry["cmd"]))
+    script, flags, poprun = parse_command(str(entry["cmd"]))
     configs = _sibling_configs(path)
     if script == "train.py" and configs is not None and "config" in flags:
         name = flags.pop("config")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, Mapping
 
+from ipuexp.config.importers.command_line import parse_command
 from ipuexp.config.importers.mapping import (Draft, as_bool, as_float, as_int, as_proportion, bert, bert_ffn, choose,
                                              classify, mask_tokens, only, refuse, stages_of_names,
                                              to)
@@ -124,8 +125,6 @@ def convert_benchmark(path: Path, entry: Mapping[str, Any], flags: Mapping[str, 
     """One ``benchmarks.yml`` entry: the JSON file its ``--config`` names (beside the benchmarks file, as the
     application runs it) with the command line's flags on top."""
     import json
-
-    from ipuexp.config.importers.pytorch_examples import parse_command
 
     script, _, _ = parse_command(str(entry["cmd"]))
     if script in TASK_SCRIPTS:

@@ -2,8 +2,6 @@
 refused on one line naming the key it cannot map; the count of each is pinned so a regression shows."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from ipuexp.config.errors import ConfigError
@@ -109,15 +107,6 @@ def test_split_points_become_segments():
         [1, 2, 1, 2, 2, 3, 5]
     with pytest.raises(ConfigError, match="pipeline_splits"):
         split_counts(["b5/0/relu"])
-
-
-def test_command_lines_parse_like_argparse():
-    from ipuexp.config.importers.pytorch_examples import parse_command
-
-    script, flags, poprun = parse_command("poprun --num-replicas=16 --num-instances=8 python3 pretrain.py "
-                                          "--config b16 --byteio true --matmul-proportion 0.3 0.2 --x ''")
-    assert script == "pretrain.py" and poprun == {"num_replicas": 16, "num_instances": 8}
-    assert flags == {"config": "b16", "byteio": True, "matmul_proportion": [0.3, 0.2], "x": None}
 
 
 @pytest.mark.slow
