@@ -1,65 +1,31 @@
 """``python -m ipuexp.validate``: predicted vs published throughput for every calibration row.
 
 Each row of the calibration table shipped with ipuexp (``ipuexp/calibration``) is run through its configuration
-(``ipuexp/calibration/runs/<id>.yaml``) and the analytic engine. The command prints predicted and published samples per second, the error in percent,
-the leave-one-out prediction (constants refitted without the row), the mean absolute percentage error, and exits
-1 when the MAPE or the worst row exceeds the thresholds in ``ipuexp/calibration/validate.yaml``.
+(``ipuexp/calibration/runs/<id>.yaml``) and the analytic engine. The command prints predicted and published samples
+per second, the error in percent, the leave-one-out prediction (constants refitted without the row), the mean absolute
+percentage error, and exits 1 when the MAPE or the worst row exceeds the thresholds in
+``ipuexp/calibration/validate.yaml``.
 
-``--fit`` refits the constants named in ``FITTED`` (least squares on the log error, ``scipy.optimize``) and prints
-the ``calibration:`` block for every generation; ``--write`` also puts it into ``conf/ipu/<gen>.yaml``.
+``--fit`` refits the constants named in ``validate_fit.FITTED`` (least squares on the log error, ``scipy.optimize``)
+and prints the ``calibration:`` block for every generation; ``--write`` also puts it into ``conf/ipu/<gen>.yaml``.
+
+The fit and the held-out refits are in ``validate_fit.py``, the per-row outcomes and their statistics in
+``validate_report.py``, the calibration blocks and the plot in ``validate_notes.py``; this module is the command.
 """
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional
 
-from ipuexp.calibration import CALIBRATION_DIR, Row, compose_run, load_rows
+from ipuexp.calibration import CALIBRATION_DIR, load_rows
+from ipuexp.validate_fit import FITTED, MODES, fit, held_out, predict, prepare, rounded
 from ipuexp.validate_notes import calibration_block, plot, priors, write_block
-
-if TYPE_CHECKING:
-    from ipuexp.graph.types import Graph
-    from ipuexp.execution.execution import ExecutionPlan
-
-FITTED: Dict[str, Tuple[float, float]] = {
-    "amp_efficiency": (0.05, 1.0),
-    "vector_efficiency": (0.02, 1.0),
-    "compute_set_cycles": (1.0, 5000.0),
-    "gw_step_latency_s": (1e-6, 1e-4),
-}
-"""Constants fitted to the calibration rows, with the physical range each may take (at most 5: hardware-level,
-shared by Mk2 and Bow)."""
-
-PRIORS: Dict[str, float] = {
-    "amp_efficiency": 0.8,
-    "vector_efficiency": 0.3,
-    "compute_set_cycles": 1000.0,
-    "gw_step_latency_s": 5e-6,
-}
-"""Where every fit is drawn to (weakly, ``PRIOR_WEIGHT``) and where every held-out fit starts: a constant the
-remaining rows cannot determine (the GW-Link step when no multi-rack row is left) stays near this value, and no
-held-out fit inherits the in-sample one. amp_efficiency:
-most of the AMP peak; vector_efficiency: PopLibs element-wise vertices reach about 1/4 of the load path at best
-(Jia et al. 2019 on compiler-generated loops), of which a share; compute_set_cycles: a global sync and a
-6-worker launch are about 600 + 300 cycles; gw_step_latency_s: one 100 GbE RoCE hop and a cross-rack sync, a few
-microseconds."""
-
-MODES = ("in-sample", "leave-one-out", "leave-one-family-out", "leave-one-size-out")
-"""How each row is predicted: with constants fitted on all rows, on all but the row, on all rows but the row's
-model family (BERT, ResNet, ViT), on all rows but the row's system size (POD16, POD128, POD256)."""
+from ipuexp.validate_report import Outcome, Report
 
 GENERATIONS = ("mk1", "mk2", "bow")
-
-PRIOR_WEIGHT = 0.05
-"""Weight of each constant's log distance from its prior, in the units of a row's log error: a factor 2 away
-from the prior costs what a 3.5% row error costs, so the rows decide wherever they can, and a direction they
-cannot determine (a family left out) stays near the prior instead of running to a bound."""
-
-ROBUST_SCALE = 0.05
-"""Log error (about 5%) beyond which a row's residual counts linearly, not quadratically, in the fit."""
 
 
 @dataclass
@@ -87,87 +53,6 @@ class ValidateConfig:
     """Graph capture cache (default: the engine's)."""
 
 
-@dataclass(frozen=True)
-class Case:
-    """A calibration row ready to evaluate: its execution plan and captured graph."""
-
-    row: Row
-    plan: ExecutionPlan
-    graph: Graph
-
-
-@dataclass
-class Outcome:
-    row: Row
-    predicted: float
-    loo: Optional[float] = None
-    held_out: Dict[str, float] = field(default_factory=dict)
-    """Prediction of the row per held-out mode (leave-one-out, -family-out, -size-out)."""
-    band: Optional[float] = None
-    """Error band (percent) of the row's leave-one-out prediction, from the other rows' residuals."""
-
-    @property
-    def error(self) -> float:
-        return 100.0 * (self.predicted / self.row.published - 1.0)
-
-    @property
-    def loo_error(self) -> Optional[float]:
-        return None if self.loo is None else 100.0 * (self.loo / self.row.published - 1.0)
-
-    def mode_error(self, mode: str) -> Optional[float]:
-        if mode == "in-sample":
-            return self.error
-        value = self.held_out.get(mode)
-        return None if value is None else 100.0 * (value / self.row.published - 1.0)
-
-    @property
-    def in_band(self) -> Optional[bool]:
-        err = self.loo_error
-        return None if err is None or self.band is None else abs(err) <= self.band
-
-
-@dataclass
-class Report:
-    outcomes: List[Outcome]
-    constants: Dict[str, float]
-    loo_constants: Dict[str, Dict[str, float]] = field(default_factory=dict)
-    held_out_constants: Dict[str, Dict[str, Dict[str, float]]] = field(default_factory=dict)
-    """mode -> left-out group -> constants."""
-
-    @property
-    def mape(self) -> float:
-        return sum(abs(o.error) for o in self.outcomes) / len(self.outcomes)
-
-    @property
-    def worst(self) -> float:
-        return max(abs(o.error) for o in self.outcomes)
-
-    @property
-    def loo_mape(self) -> Optional[float]:
-        errs = [o.loo_error for o in self.outcomes if o.loo_error is not None]
-        return sum(abs(e) for e in errs) / len(errs) if errs else None
-
-    def mode_errors(self, mode: str) -> List[float]:
-        return [e for e in (o.mode_error(mode) for o in self.outcomes) if e is not None]
-
-    def mode_mape(self, mode: str) -> Optional[float]:
-        errs = self.mode_errors(mode)
-        return sum(abs(e) for e in errs) / len(errs) if errs else None
-
-    def mode_worst(self, mode: str) -> Optional[float]:
-        errs = self.mode_errors(mode)
-        return max(abs(e) for e in errs) if errs else None
-
-    @property
-    def covered(self) -> int:
-        """Rows whose published value lies inside the band of their leave-one-out prediction."""
-        return sum(1 for o in self.outcomes if o.in_band)
-
-    def constant_range(self, name: str) -> Optional[Tuple[float, float]]:
-        values = [c[name] for c in self.loo_constants.values() if name in c]
-        return (min(values), max(values)) if values else None
-
-
 def load_config(path: Optional[Path] = None) -> ValidateConfig:
     from omegaconf import OmegaConf
 
@@ -176,87 +61,6 @@ def load_config(path: Optional[Path] = None) -> ValidateConfig:
     if path.exists():
         base = OmegaConf.merge(base, OmegaConf.load(path))
     return OmegaConf.to_object(base)
-
-
-def prepare(rows: Sequence[Row], cache_dir: Optional[str] = None) -> List[Case]:
-    from ipuexp.graph.capture import capture
-    from ipuexp.execution.execution import plan_for
-
-    cases = []
-    for row in rows:
-        exp = compose_run(row.id)
-        graph = capture(exp.model, exp.data.micro_batch_size, cache_dir=cache_dir or exp.engine.cache_dir)
-        cases.append(Case(row, plan_for(exp, graph), graph))
-    return cases
-
-
-def predict(case: Case, constants: Optional[Dict[str, float]] = None) -> float:
-    """Samples per second of a case, with ``constants`` replacing the configured calibration values (the case
-    itself is not changed)."""
-    from ipuexp.emulator.timing import estimate_throughput
-
-    plan = case.plan.with_calibration(constants) if constants else case.plan
-    return estimate_throughput(plan, case.graph).samples_per_s
-
-
-def fit(cases: Sequence[Case], start: Dict[str, float]) -> Dict[str, float]:
-    """Robust least squares on log(predicted / published) over ``cases`` for the FITTED constants
-    (log-parameterised, within their physical ranges), each drawn weakly towards its prior (``PRIOR_WEIGHT``).
-    Constants measured in cycles are shared by every generation in ``cases``."""
-    import numpy as np
-    from scipy.optimize import least_squares
-
-    names = list(FITTED)
-    lo = np.log([FITTED[n][0] for n in names])
-    hi = np.log([FITTED[n][1] for n in names])
-    x0 = np.clip(np.log([start[n] for n in names]), lo + 1e-9, hi - 1e-9)
-
-    prior = np.log([PRIORS[n] for n in names])
-
-    def residuals(x: Any) -> Any:
-        consts = dict(zip(names, np.exp(x)))
-        rows = [math.log(predict(c, consts) / c.row.published) for c in cases]
-        return np.array(rows + list(PRIOR_WEIGHT * (x - prior)))
-
-    # Robust loss (soft L1 beyond ROBUST_SCALE): a row the model cannot explain (ViT-B/16, docs/emulator.md) is
-    # reported with its real error instead of pulling every other row off.
-    res = least_squares(residuals, x0, bounds=(lo, hi), diff_step=1e-3, xtol=1e-6, ftol=1e-8, loss="soft_l1",
-                        f_scale=ROBUST_SCALE)
-    return {n: float(v) for n, v in zip(names, np.exp(res.x))}
-
-
-def _rounded(constants: Dict[str, float]) -> Dict[str, float]:
-    return {k: float(f"{v:.4g}") for k, v in constants.items()}
-
-
-def size_of(row: Row) -> str:
-    return row.system or str(row.ipus)
-
-
-def groups(cases: Sequence[Case], mode: str) -> Dict[str, List[int]]:
-    """Left-out group -> indices of its cases, for a held-out mode."""
-    key = {"leave-one-out": lambda c: c.row.id,
-           "leave-one-family-out": lambda c: c.row.family,
-           "leave-one-size-out": lambda c: size_of(c.row)}[mode]
-    out: Dict[str, List[int]] = {}
-    for i, c in enumerate(cases):
-        out.setdefault(key(c), []).append(i)
-    return out
-
-
-def held_out(cases: Sequence[Case], mode: str) -> Tuple[Dict[int, float], Dict[str, Dict[str, float]]]:
-    """Each case predicted with constants fitted without its group (from PRIORS); and the constants."""
-    preds: Dict[int, float] = {}
-    consts: Dict[str, Dict[str, float]] = {}
-    for name, idx in groups(cases, mode).items():
-        others = [c for j, c in enumerate(cases) if j not in idx]
-        if not others:
-            continue
-        fitted = _rounded(fit(others, PRIORS))
-        consts[name] = fitted
-        for i in idx:
-            preds[i] = predict(cases[i], fitted)
-    return preds, consts
 
 
 def residual_rows(report: Report) -> List[Any]:
@@ -277,7 +81,7 @@ def run(cfg: ValidateConfig, refit: bool = False) -> Report:
     cases = prepare(rows, cfg.cache_dir)
     configured = {n: float(getattr(cases[0].plan.rates.calibration, n)) for n in FITTED}
     # Constants fitted with the excluded rows would not answer the what-if: refit without them.
-    constants = _rounded(fit(cases, configured)) if refit or cfg.exclude else configured
+    constants = rounded(fit(cases, configured)) if refit or cfg.exclude else configured
     outcomes = [Outcome(c.row, predict(c, constants)) for c in cases]
     report = Report(outcomes, constants)
     if cfg.leave_one_out and len(cases) > 1:
