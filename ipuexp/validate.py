@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ipuexp.calibration import CALIBRATION_DIR, load_rows
+from ipuexp.calibration import CALIBRATION_DIR, load_rows, unpredicted
 from ipuexp.validate_fit import FITTED, MODES, fit, held_out, predict, prepare, rounded
 from ipuexp.validate_notes import calibration_block, plot, priors, write_block
 from ipuexp.validate_report import Outcome, Report
@@ -43,12 +43,19 @@ class ValidateConfig:
     """Also refit without each row, each family and each system size, and predict what was left out."""
     exclude: List[str] = field(default_factory=list)
     """Row ids left out of the table altogether (a what-if study: the fit and every statistic without them)."""
+    unexplained: Dict[str, str] = field(default_factory=dict)
+    """Row id -> why: rows whose error comes from a mechanism the model does not explain. They are predicted by
+    every fit without being in any, reported with their error, and kept out of the fit and the gates, so that one
+    unexplained row neither pulls the constants nor hides behind a robust loss."""
     loo_mape_threshold: float = 8.0
     """Exit 1 when the leave-one-out MAPE exceeds this (percent)."""
-    held_out_worst: float = 15.0
-    """Exit 1 when any row's leave-one-out, -family-out or -size-out error exceeds this (percent)."""
+    loo_worst: float = 20.0
+    """Exit 1 when any row's leave-one-out error exceeds this (percent)."""
+    held_out_worst: float = 25.0
+    """Exit 1 when any row's leave-one-family-out or -size-out error exceeds this (percent)."""
     min_in_band: int = 7
-    """Exit 1 when fewer rows have their published value inside their leave-one-out band."""
+    """Exit 1 when fewer rows have their published value inside their leave-one-out band (all fitted rows but one
+    when fewer are left, with ``exclude``)."""
     cache_dir: Optional[str] = None
     """Graph capture cache (default: the engine's)."""
 
@@ -78,12 +85,19 @@ def run(cfg: ValidateConfig, refit: bool = False) -> Report:
     if unknown:
         raise ValueError(f"exclude={unknown[0]!r} is not a calibration row; rows: {', '.join(r.id for r in rows)}")
     rows = [r for r in rows if r.id not in cfg.exclude]
-    cases = prepare(rows, cfg.cache_dir)
-    configured = {n: float(getattr(cases[0].plan.rates.calibration, n)) for n in FITTED}
+    skipped = unpredicted(rows)
+    rows = [r for r in rows if r.id not in {row.id for row, _ in skipped}]
+    all_cases = prepare(rows, cfg.cache_dir)
+    cases = [c for c in all_cases if c.row.id not in cfg.unexplained]
+    configured = {n: float(getattr(all_cases[0].plan.rates.calibration, n)) for n in FITTED}
     # Constants fitted with the excluded rows would not answer the what-if: refit without them.
     constants = rounded(fit(cases, configured)) if refit or cfg.exclude else configured
     outcomes = [Outcome(c.row, predict(c, constants)) for c in cases]
-    report = Report(outcomes, constants)
+    outside = [Outcome(c.row, predict(c, constants), unexplained=cfg.unexplained[c.row.id])
+               for c in all_cases if c.row.id in cfg.unexplained]
+    report = Report(outcomes + outside, constants, unpredicted=skipped)
+    for o in outside:  # in no fit: every prediction of it is held out
+        o.held_out = {mode: o.predicted for mode in MODES[1:]}
     if cfg.leave_one_out and len(cases) > 1:
         for mode in MODES[1:]:
             preds, consts = held_out(cases, mode)
@@ -91,11 +105,11 @@ def run(cfg: ValidateConfig, refit: bool = False) -> Report:
             for i, value in preds.items():
                 outcomes[i].held_out[mode] = value
         report.loo_constants = dict(report.held_out_constants["leave-one-out"])
-        for o in outcomes:
+        for o in report.outcomes:
             o.loo = o.held_out.get("leave-one-out")
         # The band of each row's leave-one-out prediction, from the other rows' leave-one-out residuals.
         residuals = residual_rows(report)
-        for o in outcomes:
+        for o in report.outcomes:
             band = error_band(o.row.model, o.row.ipus, o.row.micro_batch, o.row.grad_accum, exclude=o.row.id,
                               residuals=residuals, ipu=o.row.ipu)
             o.band = None if band is None else band.pct
@@ -114,7 +128,7 @@ def print_report(report: Report, cfg: ValidateConfig) -> None:
     for col in ("row", "IPU", "predicted", "published", "in-sample", "LOO", "LOFO", "LOSO", "LOO band", "in band"):
         table.add_column(col, justify="left" if col == "row" else "right", no_wrap=True)
     for o in report.outcomes:
-        table.add_row(o.row.id, o.row.ipu, f"{o.predicted:,.0f}", f"{o.row.published:,.0f}", _pct(o.error),
+        table.add_row(o.row.id + (" *" if o.unexplained else ""), o.row.ipu, f"{o.predicted:,.0f}", f"{o.row.published:,.0f}", _pct(o.error),
                       *(_pct(o.mode_error(m)) for m in MODES[1:]),
                       "-" if o.band is None else f"+-{o.band:.0f}%",
                       "-" if o.in_band is None else ("yes" if o.in_band else "no"))
@@ -126,7 +140,12 @@ def print_report(report: Report, cfg: ValidateConfig) -> None:
         if report.mode_mape(mode) is not None:
             console.print(f"{mode}: MAPE {report.mode_mape(mode):.1f}%, worst {report.mode_worst(mode):.1f}%")
     if report.loo_constants:
-        console.print(f"published value inside the leave-one-out band: {report.covered} of {len(report.outcomes)}")
+        console.print(f"published value inside the leave-one-out band: {report.covered} of {len(report.fitted)} fitted rows")
+    for o in report.outcomes:
+        if o.unexplained:
+            console.print(f"not fitted: {o.row.id} ({o.error:+.1f}%): {o.unexplained}")
+    for row, why in report.unpredicted:
+        console.print(f"not predicted: {row.id} (published {row.published:,.0f}): {why}")
     for name, ok in gates(report, cfg).items():
         console.print(f"{'pass' if ok else 'FAIL'}: {name}")
     consts = []
@@ -188,10 +207,11 @@ def gates(report: Report, cfg: ValidateConfig) -> Dict[str, bool]:
             cfg.loo_mape_threshold
         for mode in MODES[1:]:
             worst = report.mode_worst(mode)
+            limit = cfg.loo_worst if mode == MODES[1] else cfg.held_out_worst
             if worst is not None:
-                out[f"{mode} worst <= {cfg.held_out_worst:g}%"] = worst <= cfg.held_out_worst
+                out[f"{mode} worst <= {limit:g}%"] = worst <= limit
         out[f"published inside the LOO band for >= {cfg.min_in_band} rows"] = report.covered >= min(
-            cfg.min_in_band, len(report.outcomes))
+            cfg.min_in_band, len(report.fitted) - 1)
     return out
 
 

@@ -19,15 +19,17 @@ FITTED: Dict[str, Tuple[float, float]] = {
     "vector_efficiency": (0.02, 1.0),
     "compute_set_cycles": (1.0, 5000.0),
     "gw_step_latency_s": (1e-6, 1e-4),
+    "host_step_s": (1e-4, 1.0),
 }
-"""Constants fitted to the calibration rows, with the physical range each may take (at most 5: hardware-level,
-shared by Mk2 and Bow)."""
+"""Constants fitted to the calibration rows, with the physical range each may take (at most 7: hardware- and
+host-software-level, shared by Mk2 and Bow)."""
 
 PRIORS: Dict[str, float] = {
     "amp_efficiency": 0.8,
     "vector_efficiency": 0.3,
     "compute_set_cycles": 1000.0,
     "gw_step_latency_s": 5e-6,
+    "host_step_s": 0.03,
 }
 """Where every fit is drawn to (weakly, ``PRIOR_WEIGHT``) and where every held-out fit starts: a constant the
 remaining rows cannot determine (the GW-Link step when no multi-rack row is left) stays near this value, and no
@@ -90,7 +92,8 @@ def fit(cases: Sequence[Case], start: Dict[str, float]) -> Dict[str, float]:
     names = list(FITTED)
     lo = np.log([FITTED[n][0] for n in names])
     hi = np.log([FITTED[n][1] for n in names])
-    x0 = np.clip(np.log([start[n] for n in names]), lo + 1e-9, hi - 1e-9)
+    # A constant the configuration does not set yet (0) starts from its prior.
+    x0 = np.clip(np.log([start[n] if start[n] > 0 else PRIORS[n] for n in names]), lo + 1e-9, hi - 1e-9)
 
     prior = np.log([PRIORS[n] for n in names])
 

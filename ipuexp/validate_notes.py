@@ -20,6 +20,10 @@ _FIT_NOTES = {
     "gw_step_latency_s": "seconds of one ring step of a collective once the ring spans racks: its slowest hop "
                          "is a GW-Link (gateway, 100 GbE RoCE, cross-rack sync); no public figure; in seconds, "
                          "the network's latency, not the tile clock's",
+    "host_step_s": "seconds of a PopTorch training loop's own work per host call (host.framework poptorch or "
+                   "optimum): the model call's host side and the setOptimizer after every step (an "
+                   "OptimizerFromHost run), the Trainer's step under Optimum (emulator/host.py); no public figure; "
+                   "the host's time, not the tile clock's",
 }
 PRIOR_NOTES = {
     "amp_grain": "prior, not fitted: input channels the AMP takes per pass at 16-bit inputs (8 at 32-bit): "

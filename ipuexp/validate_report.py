@@ -19,6 +19,9 @@ class Outcome:
     """Prediction of the row per held-out mode (leave-one-out, -family-out, -size-out)."""
     band: Optional[float] = None
     """Error band (percent) of the row's leave-one-out prediction, from the other rows' residuals."""
+    unexplained: str = ""
+    """Why the row is left out of the fit (a mechanism the model does not explain); empty for a fitted row. Such a
+    row is predicted by every fit without being in it, reported, and kept out of the gates' statistics."""
 
     @property
     def error(self) -> float:
@@ -47,22 +50,29 @@ class Report:
     loo_constants: Dict[str, Dict[str, float]] = field(default_factory=dict)
     held_out_constants: Dict[str, Dict[str, Dict[str, float]]] = field(default_factory=dict)
     """mode -> left-out group -> constants."""
+    unpredicted: List[Tuple[Row, str]] = field(default_factory=list)
+    """Rows of the table the engine cannot predict yet, with the reason (reported, not fitted)."""
+
+    @property
+    def fitted(self) -> List[Outcome]:
+        """The rows the constants are fitted to, which the gates judge."""
+        return [o for o in self.outcomes if not o.unexplained]
 
     @property
     def mape(self) -> float:
-        return sum(abs(o.error) for o in self.outcomes) / len(self.outcomes)
+        return sum(abs(o.error) for o in self.fitted) / len(self.fitted)
 
     @property
     def worst(self) -> float:
-        return max(abs(o.error) for o in self.outcomes)
+        return max(abs(o.error) for o in self.fitted)
 
     @property
     def loo_mape(self) -> Optional[float]:
-        errs = [o.loo_error for o in self.outcomes if o.loo_error is not None]
+        errs = [o.loo_error for o in self.fitted if o.loo_error is not None]
         return sum(abs(e) for e in errs) / len(errs) if errs else None
 
     def mode_errors(self, mode: str) -> List[float]:
-        return [e for e in (o.mode_error(mode) for o in self.outcomes) if e is not None]
+        return [e for e in (o.mode_error(mode) for o in self.fitted) if e is not None]
 
     def mode_mape(self, mode: str) -> Optional[float]:
         errs = self.mode_errors(mode)
@@ -75,7 +85,7 @@ class Report:
     @property
     def covered(self) -> int:
         """Rows whose published value lies inside the band of their leave-one-out prediction."""
-        return sum(1 for o in self.outcomes if o.in_band)
+        return sum(1 for o in self.fitted if o.in_band)
 
     def constant_range(self, name: str) -> Optional[Tuple[float, float]]:
         values = [c[name] for c in self.loo_constants.values() if name in c]

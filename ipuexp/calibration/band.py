@@ -3,11 +3,14 @@
 ``python -m ipuexp.validate --fit --write`` refits the constants without each calibration row, predicts the row,
 and writes the residual (percent) with the row's family, system size, micro-batch and gradient accumulation to
 ``residuals.csv`` next to the table. A prediction's band is ``COVERAGE_K`` (2: about a 95% interval for a normal
-residual) times the root mean square of the residuals of the ``NEAREST`` most similar rows (rows of the same family first, then the closest system size, micro-batch and gradient
-accumulation on a log scale), at least ``MIN_BAND_PCT``, widened when the configuration lies outside what the
-table covers, each widening with its reason:
+residual) times the root mean square of the leave-one-out residuals of its model family's rows (a family's error
+comes from what the model does and does not explain about that family, so other families' rows do not set it),
+at least ``MIN_BAND_PCT``. A family with one row takes the larger of that row's residual and the RMS of the whole
+table (one residual alone is no estimate of a spread). The band is widened when the configuration lies outside
+what the table covers, each widening with its reason:
 
-* a model family with no calibration row: the band of the whole table, times ``NEW_FAMILY_FACTOR``;
+* a model family with no calibration row: the ``NEAREST`` most similar rows (closest system size, micro-batch
+  and gradient accumulation on a log scale), at least the band of the whole table, times ``NEW_FAMILY_FACTOR``;
 * a family with rows, but none on this IPU generation: ``x GENERATION_FACTOR`` (the terms counted in seconds,
   links and host, weigh differently at another clock);
 * a larger system than any row: ``+SIZE_FACTOR`` of the band per doubling beyond the largest;
@@ -100,13 +103,21 @@ def error_band(model: str, ipus: int, micro_batch: int, grad_accum: int, exclude
                          + (_log2(micro_batch, r.micro_batch) / _SCALE_MBS) ** 2
                          + (_log2(grad_accum, r.grad_accum) / _SCALE_GA) ** 2)
 
-    near = sorted(rows, key=lambda r: (r.family != fam, distance(r)))[:NEAREST]
-    pct = max(MIN_BAND_PCT, COVERAGE_K * _rms([r.loo_error_pct for r in near]))
-    reasons = [f"leave-one-out residuals of {', '.join(r.id for r in near)}"]
-    if fam not in {r.family for r in rows}:
-        pct = max(pct, COVERAGE_K * _rms([r.loo_error_pct for r in rows])) * NEW_FAMILY_FACTOR
-        reasons.append(f"no calibration row of the {fam} family")
-    elif ipu and ipu not in {r.ipu for r in rows if r.family == fam}:
+    table_rms = _rms([r.loo_error_pct for r in rows])
+    own = [r for r in rows if r.family == fam]
+    if len(own) >= 2:
+        pct = max(MIN_BAND_PCT, COVERAGE_K * _rms([r.loo_error_pct for r in own]))
+        reasons = [f"leave-one-out residuals of the {fam} rows: {', '.join(r.id for r in own)}"]
+    elif own:
+        pct = max(MIN_BAND_PCT, COVERAGE_K * max(abs(own[0].loo_error_pct), table_rms))
+        reasons = [f"the leave-one-out residual of {own[0].id}, the one {fam} row, at least the table's RMS"]
+    else:
+        near = sorted(rows, key=distance)[:NEAREST]
+        pct = max(MIN_BAND_PCT, COVERAGE_K * _rms([r.loo_error_pct for r in near]), COVERAGE_K * table_rms)
+        pct *= NEW_FAMILY_FACTOR
+        reasons = [f"leave-one-out residuals of {', '.join(r.id for r in near)} and of the whole table",
+                   f"no calibration row of the {fam} family"]
+    if own and ipu and ipu not in {r.ipu for r in own}:
         pct *= GENERATION_FACTOR
         reasons.append(f"no {fam} calibration row on {ipu}")
     largest = max(r.ipus for r in rows)

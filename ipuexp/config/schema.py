@@ -355,6 +355,9 @@ class ModelConfig:
     """Override the variant's class count."""
     vocab_size: Optional[int] = None
     """Override the variant's vocabulary size."""
+    mask_tokens: Optional[int] = None
+    """Positions per sequence the masked-LM head runs on (BERT pre-training); null: Graphcore's published value for
+    the sequence length (20 at 128, 56 at 384, 76 at 512), else 15% of it."""
     target: Optional[str] = None
     """Dotted path of a callable returning an ``ipuexp.PipelinedModel`` (name=custom)."""
     hf: HFModelConfig = field(default_factory=HFModelConfig)
@@ -377,6 +380,24 @@ def model_label(model: Any) -> str:
     return f"hf:{name[:-len('.json')] if name.endswith('.json') else name}"
 
 
+class HostFramework(str, Enum):
+    poptorch = "poptorch"
+    optimum = "optimum"
+    popart = "popart"
+    tensorflow = "tensorflow"
+
+
+@dataclass
+class HostConfig:
+    """The software that drives the training loop on the host: what one host call costs besides the device."""
+
+    framework: HostFramework = HostFramework.poptorch
+    """``poptorch``: a PopTorch application's own loop (Graphcore's examples: one model call, the LR schedule's
+    ``setOptimizer``); ``optimum``: the Hugging Face Trainer of Optimum Graphcore on PopTorch (its Python step,
+    callbacks and logging on top); ``popart``: a PopART session's ``run``; ``tensorflow``: TensorFlow's IPU loop
+    (infeed and outfeed queues, the loop on the device). Each importer and recipe sets the one its source used."""
+
+
 @dataclass
 class ExperimentConfig:
     ipu: IPUHardware = field(default_factory=IPUHardware)
@@ -391,6 +412,8 @@ class ExperimentConfig:
     """IPU options."""
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     """Optimizer."""
+    host: HostConfig = field(default_factory=HostConfig)
+    """The host software of the training loop."""
     engine: EngineConfig = field(default_factory=EngineConfig)
     """Engine."""
     tracking: TrackingConfig = field(default_factory=TrackingConfig)

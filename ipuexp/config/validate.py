@@ -41,6 +41,7 @@ ENUMS = {
     "options.reduction_type": schema.ReductionType,
     "optimizer.name": schema.Optimizer,
     "engine.mode": schema.EngineMode,
+    "host.framework": schema.HostFramework,
 }
 # PopTorch TensorLocations.numIOTiles (poptorch.Options, PopTorch user guide): "must be even, 32 <= n <= 192".
 IO_TILES_MIN, IO_TILES_MAX = 32, 192

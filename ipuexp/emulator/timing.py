@@ -7,17 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from math import ceil
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from ipuexp.config.schema import option_value
-from ipuexp.emulator.collectives import (
-    LinkRates,
-    allreduce_s,
-    host_bytes_per_s_per_replica,
-    io_bytes_per_sample,
-    sharded_update_collectives_s,
-    streaming_s,
-)
+from ipuexp.emulator.collectives import LinkRates, allreduce_s, sharded_update_collectives_s, streaming_s
+from ipuexp.emulator.host import host_call_s, host_io
 from ipuexp.emulator.cost import Cycles, blocks_cycles, vector_cycles
 from ipuexp.emulator.pipeline import Event, PipelineResult, PipelineSpec, StageWork, simulate
 from ipuexp.emulator.stash import stage_stash
@@ -158,43 +152,6 @@ def racks_spanned(plan: ExecutionPlan) -> int:
     return max(1, min(r.num_racks, ceil(ipus / per_rack)))
 
 
-def _io(plan: ExecutionPlan, graph: Graph, ctx0: TileContext) -> Dict[str, Any]:
-    """Host IO per micro-batch: transfer time, whether IO tiles overlap it, what never overlaps, and how long
-    the host needs to prepare the buffers of one micro-batch for the replicas one host process serves."""
-    opts, r = plan.options, plan.rates
-    ipus_per_replica = len(plan.ipus)
-    if opts.synthetic_data:
-        return dict(io_s=0.0, io_overlap=False, io_exposed_s=0.0, host_period_s=0.0)
-    mbs = plan.data.micro_batch_size
-    per_sample = io_bytes_per_sample(graph.input_bytes_per_sample, graph.input_elements_per_sample,
-                                     str(plan.data.io_precision))
-    nbytes = per_sample * mbs
-    bw = host_bytes_per_s_per_replica(r.host_link_bytes_per_s, opts.replication_factor, ipus_per_replica,
-                                      r.ipus_per_machine)
-    transfer = nbytes / bw
-    latency = r.calibration.host_latency_s
-    # With one buffer the IPU waits for the host's hand-over at each copy (PopTorch IO guide 8.1: the
-    # StreamCopy Begin/End phases); a deeper prefetch lets the host fill the next buffer ahead.
-    exposed = latency if opts.io.prefetch_depth <= 1 else 0.0
-    io_tiles = opts.io.num_io_tiles
-    overlap = False
-    if io_tiles > 0 and (ipus_per_replica == 1 or option_value(opts.pipeline.schedule) == "grouped"):
-        # IO tiles overlap the transfer with compute (IPU optimisation guide section 4.4.2) for the share of a
-        # micro-batch their buffers hold, then the compute tiles fetch it over the exchange.
-        capacity = io_tiles * r.tile_memory_bytes * opts.io.io_tiles_available_memory_proportion
-        held = min(1.0, capacity / nbytes) if nbytes else 1.0
-        exposed += transfer * (1.0 - held)
-        transfer *= held
-        fetch = nbytes / (min(io_tiles, ctx0.compute_tiles) * ctx0.exchange_bytes_per_cycle)
-        exposed += (fetch + ctx0.sync_cycles + ctx0.compute_set_cycles) / r.clock_hz
-        overlap = True
-    # Each host process (PopRun instance) prepares the buffers of its replicas one after the other; every host
-    # server runs at least one process.
-    processes = max(int(opts.num_instances), 1, min(r.num_hosts, int(opts.replication_factor)))
-    per_instance = ceil(opts.replication_factor / processes)
-    return dict(io_s=transfer, io_overlap=overlap, io_exposed_s=exposed, host_period_s=per_instance * latency)
-
-
 def analyse(plan: ExecutionPlan, graph: Graph, record_events: bool = False,
             block_memo: Optional[Dict[TileContext, Dict]] = None) -> StepAnalysis:
     """Time one step of ``plan`` (a weight update in training; one device iteration in inference).
@@ -207,7 +164,7 @@ def analyse(plan: ExecutionPlan, graph: Graph, record_events: bool = False,
     shared: Dict[TileContext, Dict] = {} if block_memo is None else block_memo
     memos: Dict[int, Dict] = {i: shared.setdefault(ctxs[i], {}) for i in ipu_ids}
     works = tuple(_stage_work(plan, s, ctxs[s.ipu], memos[s.ipu]) for s in stages)
-    io = _io(plan, graph, ctxs[stages[0].ipu])
+    io = host_io(plan, graph, ctxs[stages[0].ipu])
     ga = int(opts.gradient_accumulation)
     di = int(opts.device_iterations)
     spec = PipelineSpec(
@@ -223,9 +180,9 @@ def analyse(plan: ExecutionPlan, graph: Graph, record_events: bool = False,
         host_period_s=io["host_period_s"],
     )
     pipe = simulate(spec, record_events=record_events)
-    # One host call runs device_iterations steps; its synchronisation is shared by them.
+    # One host call runs device_iterations steps; its cost is shared by them.
     steps_per_call = di if plan.training else 1
-    host_call = r.calibration.host_latency_s / steps_per_call
+    host_call = host_call_s(plan) / steps_per_call
     ipus: List[IPUStep] = []
     for i in ipu_ids:
         own = [s for s in stages if s.ipu == i]

@@ -14,6 +14,7 @@ from typing import Mapping, Sequence, Tuple
 from ipuexp.config.schema import (
     DataConfig,
     ExperimentConfig,
+    HostConfig,
     IPUHardware,
     OptimizerConfig,
     Options,
@@ -56,6 +57,8 @@ class ExecutionPlan:
     options: Options
     """The PopTorch-style options (tensor locations, IO, partials, recomputation checkpoints, ...)."""
     optimizer: OptimizerConfig
+    host: HostConfig
+    """The host software of the training loop (the cost of a host call)."""
     data: DataConfig
     ipu: IPUHardware
     system: SystemConfig
@@ -131,6 +134,7 @@ def build_plan(exp: ExperimentConfig, stages: Sequence[Stage]) -> ExecutionPlan:
         replicas=int(opts.replication_factor),
         options=opts,
         optimizer=exp.optimizer,
+        host=exp.host,
         data=exp.data,
         ipu=exp.ipu,
         system=exp.system,

@@ -43,6 +43,11 @@ class Calibration:
     """Supersteps of one ring step of a collective inside a rack (slice, cross-replica copy, reduce, index)."""
     hop_latency_s: float = 15e-9
     """Seconds of one IPU-Link hop of a synchronisation signal (paid twice, there and back)."""
+    host_step_s: float = 0.0
+    """Seconds of a PopTorch training loop's own work per host call (``host.framework`` poptorch or optimum): the
+    model call's host side and the LR schedule's ``setOptimizer`` after every step (PopTorch rebuilds the optimizer
+    for every weight and runs the ``OptimizerFromHost`` program), and the Trainer's step under Optimum; the host's
+    time, not the tile clock's."""
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], generation: str) -> "Calibration":
@@ -62,7 +67,8 @@ class Calibration:
                   "host_latency_s": (cal.host_latency_s >= 0, ">= 0"),
                   "gw_step_latency_s": (cal.gw_step_latency_s >= 0, ">= 0"),
                   "ring_step_supersteps": (cal.ring_step_supersteps >= 1, ">= 1"),
-                  "hop_latency_s": (cal.hop_latency_s >= 0, ">= 0")}
+                  "hop_latency_s": (cal.hop_latency_s >= 0, ">= 0"),
+                  "host_step_s": (cal.host_step_s >= 0, ">= 0")}
         for name, (ok, allowed) in checks.items():
             if not ok:
                 raise ValueError(f"ipu.calibration.{name}={getattr(cal, name)!r} is invalid: allowed {allowed}")

@@ -52,6 +52,8 @@ def cache_key(model_cfg: Any, micro_batch_size: int) -> str:
 
     fields = {k: getattr(model_cfg, k, None) for k in _MODEL_FIELDS}
     fields = {k: (v if v is None or isinstance(v, (int, float, bool)) else str(v)) for k, v in fields.items()}
+    if getattr(model_cfg, "mask_tokens", None) is not None:  # only when set: earlier captures keep their keys
+        fields["mask_tokens"] = int(model_cfg.mask_tokens)
     if fields.get("name") == HF:
         fields["hf"] = fingerprint(model_cfg)  # the configuration's content, not just its name or path
     payload = {

@@ -194,7 +194,9 @@ def build_hf(model_cfg: Any) -> PipelinedModel:
     parent, name, layers = _layer_list(backbone, what)
     causal = any(getattr(m, "is_causal", False) is True for m in layers[0].modules())
     seq = int(getattr(model_cfg, "sequence_length", 128))
-    mask_tokens = mask_tokens_for(seq)
+    mask_tokens = int(getattr(model_cfg, "mask_tokens", None) or mask_tokens_for(seq))
+    if not 1 <= mask_tokens <= seq:
+        raise ValueError(f"model.mask_tokens={mask_tokens} is invalid: allowed: 1 to model.sequence_length ({seq})")
     inputs = _input_specs(source, backbone, causal, seq)
     call_kwargs = {"use_cache": False} if "use_cache" in inspect.signature(backbone.forward).parameters else {}
 

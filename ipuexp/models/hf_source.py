@@ -23,6 +23,7 @@ SHIPPED_DIR = Path(__file__).resolve().parent / "hf_configs"
 SHIPPED = {
     "bert-base-uncased": "google-bert/bert-base-uncased",
     "bert-large-uncased": "google-bert/bert-large-uncased",
+    "roberta-base": "FacebookAI/roberta-base",
     "roberta-large": "FacebookAI/roberta-large",
     "gpt2-medium": "openai-community/gpt2-medium",
     "gpt2-large": "openai-community/gpt2-large",

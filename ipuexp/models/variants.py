@@ -100,6 +100,12 @@ def resolve(model_cfg: Any) -> Variant:
                              f"allowed overrides: {allowed} (or null)")
         hp[{"num_layers": "layers", "num_classes": "classes", "vocab_size": "vocab"}[key]] = \
             _positive(f"model.{key}", value)
+    masked = getattr(model_cfg, "mask_tokens", None)
+    if masked is not None:
+        if name != "bert":
+            raise ValueError(f"model.mask_tokens: {masked!r} cannot be set for model.name={name}; allowed: null "
+                             "(only BERT pre-training has a masked-LM head)")
+        hp["mask_tokens"] = _positive("model.mask_tokens", masked)
     if "max_positions" in hp:
         seq = getattr(model_cfg, "sequence_length", None)
         if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= hp["max_positions"]:

@@ -45,6 +45,10 @@ def test_recipe_composes_and_validates_cleanly(name, compose_config):
 
 
 CALIBRATION_RUNS = run_names()
+OPTIMUM_DATA = Path(__file__).resolve().parent.parent / "data" / "optimum"
+# Calibration runs of Optimum Graphcore: their source is a Hugging Face model repository, checked against the
+# ipu_config.json each trained with (tests/data/optimum) rather than a Graphcore example file.
+OPTIMUM_RUNS = [n for n in CALIBRATION_RUNS if n.endswith("_optimum")]
 
 
 def _compose(group: str, name: str, compose_config):
@@ -53,7 +57,26 @@ def _compose(group: str, name: str, compose_config):
     return compose_config([f"+{group}={name}"])
 
 
-@pytest.mark.parametrize("group,name", [("recipe", n) for n in RECIPES] + [("calibration", n) for n in CALIBRATION_RUNS])
+@pytest.mark.parametrize("name", OPTIMUM_RUNS)
+def test_optimum_run_matches_its_ipu_config(name, compose_config):
+    from ipuexp.config.importers.optimum import options
+
+    cfg = _compose("calibration", name, compose_config)
+    fields = json.loads((OPTIMUM_DATA / f"{name}.json").read_text())
+    values, _notes, _unmodelled = options(fields, "pod16", None, value_at(cfg, "options.pipeline.device_mapping"))
+    # embedding_serialization_factor 0 (the files of early 2022) serialises nothing, as 1 does.
+    values["options.embedding_serialization_factor"] = max(1, values["options.embedding_serialization_factor"])
+    values.pop("options.pipeline.device_mapping", None)  # the heads' placement is the model class's, not the file's
+    for key in ("options.inference_device_iterations", "options.executable_cache_dir"):  # not the training run's
+        values.pop(key, None)
+    mismatches = [f"{key}: run {value_at(cfg, key)!r} != ipu_config {value!r}" for key, value in values.items()
+                  if not _same(value_at(cfg, key), value)]
+    assert not mismatches, f"{name} drifted from its ipu_config.json: " + "; ".join(mismatches)
+    assert value_at(cfg, "host.framework") == "optimum"
+
+
+@pytest.mark.parametrize("group,name", [("recipe", n) for n in RECIPES] + [("calibration", n) for n in CALIBRATION_RUNS
+                                                                          if n not in OPTIMUM_RUNS])
 def test_recipe_matches_its_published_source(group, name, compose_config, shared_dir):
     cfg = _compose(group, name, compose_config)
     source, config = shared_copy(str(cfg.source))
@@ -101,6 +124,9 @@ def test_every_calibration_row_has_its_configuration(compose_config):
     assert [r["id"] for r in rows] == [r.id for r in load_rows()]
     for row in rows:
         name = row["id"]
+        if row["packed"].startswith("yes"):  # packed sequences cannot be expressed yet: reported, not predicted
+            assert name not in CALIBRATION_RUNS
+            continue
         assert name in CALIBRATION_RUNS, f"no configuration for calibration row {name}"
         cfg = _compose("calibration", name, compose_config)
         lpi = value_at(cfg, "options.pipeline.layers_per_ipu")
