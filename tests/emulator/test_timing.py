@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from ipuexp.config.schema import ExperimentConfig, IPUHardware, PartialsType, RecomputationMode, Schedule, SystemConfig
+from ipuexp.config.schema import (ExperimentConfig, HostFramework, IPUHardware, PartialsType, RecomputationMode, Schedule,
+                                  SystemConfig)
 from ipuexp.config.store import CONF_DIR
 from ipuexp.emulator.timing import analyse, estimate_throughput, step_events
 from ipuexp.graph.stages import assign_stages
@@ -53,6 +54,8 @@ def experiment(layers_per_ipu=(2, 2, 2, 2), gen="bow", **options) -> ExperimentC
     exp.options.gradient_accumulation = 64
     exp.options.partials_type = PartialsType.half
     exp.options.available_memory_proportion = 0.3
+    # The device's mechanisms alone: a loop on the device pays no PopTorch loop's work per host call.
+    exp.host.framework = HostFramework.tensorflow
     for key, value in options.items():
         target, *path = key.split("__")
         obj = exp.data if target == "data" else exp.options
@@ -62,6 +65,20 @@ def experiment(layers_per_ipu=(2, 2, 2, 2), gen="bow", **options) -> ExperimentC
             obj = getattr(obj, p)
         setattr(obj, path[-1], value)
     return exp
+
+
+def test_device_iterations_share_a_poptorch_loops_host_call():
+    # A short step (GA 4) under a PopTorch loop: the loop's work per host call is shared by the device iterations.
+    def sps(framework, di):
+        exp = experiment(gradient_accumulation=4, device_iterations=di)
+        exp.host.framework = framework
+        return throughput(exp).samples_per_s
+
+    poptorch = [sps(HostFramework.poptorch, di) for di in (1, 4, 16)]
+    assert poptorch == sorted(poptorch) and poptorch[-1] > 1.5 * poptorch[0]
+    device_loop = [sps(HostFramework.tensorflow, di) for di in (1, 16)]
+    assert device_loop[1] / device_loop[0] < 1.01  # the runtime's round trip alone is microseconds
+    assert device_loop[0] > poptorch[0]
 
 
 def throughput(exp: ExperimentConfig, g: Graph = None):

@@ -43,6 +43,7 @@ TO_OPTIONS = (
     ("options.stochastic_rounding", True, "IPUConfig.to_options: Precision.enableStochasticRounding(not for_inference)"),
     ("options.reduction_type", "mean", "IPUConfig.to_options: accumulationAndReplicationReductionType(Mean)"),
     ("options.pipeline.schedule", "grouped", "IPUConfig.to_options: PipelinedExecution(AutoStage.AutoIncrement)"),
+    ("host.framework", "optimum", "IPUTrainer.train: the Hugging Face Trainer's step, then setOptimizer"),
 )
 # Fields read elsewhere in this module (mapped, or used to check others).
 _HANDLED = set(DEFAULTS) | {"layers_per_ipu", "ipus_per_replica", "seed", "executable_cache_dir", "synthetic_data",

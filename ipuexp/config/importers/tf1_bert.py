@@ -104,4 +104,5 @@ def convert(cfg: Mapping[str, Any], draft: Draft) -> Draft:
     draft.default("options.device_iterations", 1, "options.py: --batches-per-step default 1")
     draft.default("options.precision", "16.16", "options.py: --precision default 16")
     draft.default("options.pipeline.schedule", "grouped", "options.py: --pipeline-schedule default Grouped")
+    draft.set("host.framework", "tensorflow", "TensorFlow 1 for IPU: infeed/outfeed queues, the loop on the device")
     return draft

@@ -129,6 +129,7 @@ def _pipeline(draft: Draft, cfg: Mapping[str, Any]) -> None:
     schedule = choose("pipeline_schedule", cfg.get("pipeline_schedule", "Grouped"),
                       {"Grouped": "grouped", "Interleaved": "interleaved", "Sequential": "sequential"})
     draft.set("options.pipeline.schedule", schedule, f"pipeline_schedule: {cfg.get('pipeline_schedule', 'Grouped')}")
+    draft.set("host.framework", "tensorflow", "TensorFlow 1 for IPU: infeed/outfeed queues, the loop on the device")
     draft.set("options.pipeline.layers_per_ipu", counts,
               f"pipeline_splits {splits} end segments after blocks of {list(RESNET50_STAGES)}")
     if shards == 1:

@@ -113,6 +113,7 @@ def _code_defaults(draft: Draft) -> None:
     draft.default("options.tensor_locations.optimizer_state.replicated_tensor_sharding", False,
                   "utilities/options.py: ipu_config.replicated_tensor_sharding default false")
     draft.default("options.pipeline.schedule", "grouped", "TensorFlow pipelining default schedule Grouped")
+    draft.set("host.framework", "tensorflow", "TensorFlow 2 for IPU: Keras fit with steps_per_execution on the device")
     draft.default("options.embedding_serialization_factor", 1,
                   "utilities/options.py: embedding_serialization_factor default 1")
 

@@ -136,6 +136,7 @@ def _pipeline(draft: Draft, cfg: Mapping[str, Any]) -> None:
               f"device-mapping: {mapping}" if mapping is not None else "stage i on IPU i (the default mapping)")
     # The application's --pipeline-schedule default (its README's argument list: "(default: Grouped)").
     schedule = cfg.get("pipeline-schedule", "Grouped")
+    draft.set("host.framework", "tensorflow", "TensorFlow 2 for IPU: Keras fit with steps_per_execution on the device")
     draft.set("options.pipeline.schedule", choose("pipeline-schedule", schedule, {
         "Grouped": "grouped", "Interleaved": "interleaved", "Sequential": "sequential"}),
         f"pipeline-schedule: {schedule}")
