@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ipuexp.config.importers.mapping import Draft, nested, one_line, system_for
 
 # The order of the sections in a written recipe (as in the packaged ones).
-SECTIONS = ("model", "data", "options", "optimizer", "engine", "training")
+SECTIONS = ("model", "data", "options", "optimizer", "host", "engine", "training")
 
 
 def body(draft: Draft, name: str, base: Optional[str] = None) -> Tuple[Dict[str, Any], Dict[str, str], List[str]]:

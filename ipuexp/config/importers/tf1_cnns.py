@@ -118,6 +118,7 @@ def _pipeline(draft: Draft, cfg: Mapping[str, Any]) -> None:
     shards = as_int("shards", cfg.get("shards", 1))
     splits = list(cfg.get("pipeline_splits") or [])
     recompute = as_bool("enable_recomputation", cfg.get("enable_recomputation", False))
+    draft.set("host.framework", "tensorflow", "TensorFlow 1 for IPU: infeed/outfeed queues, the loop on the device")
     if not pipelined:
         if shards != 1 or splits:
             raise refuse("pipeline", cfg.get("pipeline"), "allowed: true when the model is split (sharding "
@@ -129,7 +130,6 @@ def _pipeline(draft: Draft, cfg: Mapping[str, Any]) -> None:
     schedule = choose("pipeline_schedule", cfg.get("pipeline_schedule", "Grouped"),
                       {"Grouped": "grouped", "Interleaved": "interleaved", "Sequential": "sequential"})
     draft.set("options.pipeline.schedule", schedule, f"pipeline_schedule: {cfg.get('pipeline_schedule', 'Grouped')}")
-    draft.set("host.framework", "tensorflow", "TensorFlow 1 for IPU: infeed/outfeed queues, the loop on the device")
     draft.set("options.pipeline.layers_per_ipu", counts,
               f"pipeline_splits {splits} end segments after blocks of {list(RESNET50_STAGES)}")
     if shards == 1:
