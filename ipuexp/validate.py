@@ -185,7 +185,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.plot:
         plot(report, Path(args.plot))
     if args.fit:
-        rows = [o.row.id for o in report.outcomes]
+        rows = [o.row.id for o in report.fitted]
         for gen in GENERATIONS:
             text = calibration_block(report, gen, _priors(gen), rows)
             print(f"\n# conf/ipu/{gen}.yaml\n{text}")
