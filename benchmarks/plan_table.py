@@ -1,43 +1,27 @@
-"""Published configuration against the planner's choice, for every user recipe at its published size and on an
-IPU-POD64: throughput, fullest-tile headroom, what changed.
+"""The planner against the recipes: every user recipe on an IPU-POD16, POD64 and POD256, planned with three seeds.
 
-On an IPU-POD64 a recipe's ``_pod64`` variant is used where there is one; otherwise the recipe's replicas are
-scaled to fill the 64 IPUs, with the gradient accumulation divided by the same factor where it divides (the
-global batch kept, as Graphcore's POD64 configurations do), else kept. The recipe's own configuration is the
-first candidate the planner evaluates, so its best is never slower when the recipe fits with the headroom: the
-exit status is 1 when it is. Prints a Markdown table; the search's figures per row go to stderr.
+For each recipe and system the table gives the recipe as published (on a larger system it uses only its own IPUs),
+the recipe scaled to the system by data parallelism (more replicas, the gradient accumulation divided by the same
+factor, the global batch kept; "-" when that is not a valid configuration), the planner's best with seeds 0, 1
+and 2, how far the three seeds are apart against the best's error band, and what the best changes. The exit status
+is 1 when the planner's best is slower than the recipe or its scaled form where they fit, or when the seeds
+disagree by more than the error band. Prints a Markdown table; the search's figures per plan go to stderr.
 """
 from __future__ import annotations
 
 import argparse
 import sys
 import time
-from typing import List, Tuple
 
-POD64 = 64
-
-
-def pod64_overrides(base) -> List[str]:
-    """Overrides running a recipe made for a smaller system on an IPU-POD64."""
-    from ipuexp.config.pipeline import ipus_per_replica
-
-    p = base.options.pipeline
-    per_replica = ipus_per_replica(p.layers_per_ipu or [], p.device_mapping)
-    replicas = int(base.options.replication_factor)
-    scale = POD64 // (per_replica * replicas)
-    out = ["system=pod64"]
-    if scale > 1:
-        out.append(f"options.replication_factor={replicas * scale}")
-        ga = int(base.options.gradient_accumulation)
-        if ga % scale == 0:
-            out.append(f"options.gradient_accumulation={ga // scale}")
-    return out
+SYSTEMS = ("pod16", "pod64", "pod256")
+SEEDS = (0, 1, 2)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=4000)
     parser.add_argument("--recipes", nargs="*")
+    parser.add_argument("--systems", nargs="*", default=list(SYSTEMS))
     args = parser.parse_args()
 
     from ipuexp.config.compose import compose_recipe
@@ -48,37 +32,39 @@ def main() -> int:
     from ipuexp.plan.settings import PlanConfig
 
     names = args.recipes or [n for n in recipe_names() if not n.endswith("_pod64")]
-    print("| recipe | system | recipe samples/s | tile free | planner samples/s | tile free | speed-up | "
-          "what changed |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| recipe | system | recipe | scaled | planner (seeds 0 / 1 / 2) | seeds apart | band | speed-up | "
+          "what the best changes |")
+    print("|---|---|---|---|---|---|---|---|---|")
     bad = 0
     t_all = time.perf_counter()
     for name in names:
-        runs: List[Tuple[str, List[str]]] = [(name, [])]
-        if f"{name}_pod64" in recipe_names():
-            runs.append((f"{name}_pod64", []))
-        else:
-            runs.append((name, pod64_overrides(compose_recipe(name))))
-        for recipe, overrides in runs:
-            base = compose_recipe(recipe, overrides)
-            t0 = time.perf_counter()
-            p = plan(base, PlanConfig(trials=args.trials), quiet=True)
-            st = p.result.stats
-            print(f"{recipe} {' '.join(overrides)}: {st.method} search, {st.candidates:,} candidates in "
-                  f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-            r, best = p.result.recipe, p.best
-            label = f"`{recipe}`" + (f" {' '.join(o.replace('options.', '') for o in overrides)}"
-                                     if overrides else "")
-            if best is None:
-                print(f"| {label} | {base.system.name} | {r.samples_per_s:,.0f} | - | nothing fits | | | |")
-                continue
-            best = distinct(p.ranked, 1, p.problem.recipe)[0]
+        for system in args.systems:
+            plans = []
+            for seed in SEEDS:
+                t0 = time.perf_counter()
+                p = plan(compose_recipe(name, [f"system={system}"]), PlanConfig(trials=args.trials, seed=seed),
+                         quiet=True)
+                st = p.result.stats
+                print(f"{name} {system} seed {seed}: {st.candidates:,} candidates in {time.perf_counter() - t0:.1f} s"
+                      f", sampler's late gain {st.late_gain():.1%}", file=sys.stderr, flush=True)
+                plans.append(p)
+            p = plans[0]
+            r, s = p.result.recipe, p.result.scaled
             own = f"{r.samples_per_s:,.0f}" + ("" if r.fits else " (does not fit)")
+            scaled = "-" if s is None else f"{s.samples_per_s:,.0f}" + ("" if s.fits else " (does not fit)")
+            if any(q.best is None for q in plans):
+                print(f"| `{name}` | {system} | {own} | {scaled} | nothing fits | | | | |", flush=True)
+                continue
+            bests = [q.best.samples_per_s for q in plans]
+            apart = max(bests) / min(bests) - 1.0
+            best = distinct(p.ranked, 1, p.problem.recipe)[0]
+            band = best.band_pct or 0.0
+            baseline = max([o.samples_per_s for o in (r, s) if o is not None and o.fits], default=0.0)
             changes = " ".join(differences(best.candidate, p.problem.recipe)).replace("options.", "")
-            print(f"| {label} | {base.system.name} | {own} | {r.tile_headroom:.0%} | {best.samples_per_s:,.0f} | "
-                  f"{best.tile_headroom:.0%} | {best.samples_per_s / r.samples_per_s:.2f}x | {changes or '-'} |",
-                  flush=True)
-            bad += r.fits and best.samples_per_s < r.samples_per_s
+            speedup = f"{best.samples_per_s / baseline:.2f}x" if baseline else "-"
+            print(f"| `{name}` | {system} | {own} | {scaled} | {' / '.join(f'{b:,.0f}' for b in bests)} | "
+                  f"{apart:.1%} | ±{band:.0f}% | {speedup} | {changes or '-'} |", flush=True)
+            bad += min(bests) < baseline * (1 - 1e-9) or apart * 100 > band
     print(f"all: {time.perf_counter() - t_all:.0f} s, {args.trials} trials per search", file=sys.stderr)
     return 1 if bad else 0
 

@@ -8,8 +8,8 @@ saying what is short, and by how much (exit 1).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from pathlib import Path
 from typing import Any, List, Optional, Tuple
 
 EXIT_CONFIG_ERROR = 2
@@ -99,8 +99,11 @@ def _plan(args: argparse.Namespace, base: Any, settings: Any, run: Any) -> int:
     rejected = distinct(ranking.rejected(result.result.outcomes, top[0] if top else None, 50), 3,
                         result.problem.recipe)
     print_plan(result, top, rejected)
-    paths = write_outputs(result, top, rejected, Path(settings.out_dir))
-    print(f"Wrote {paths['plan']} and {paths['pareto']}")
+    from ipuexp.plan.settings import run_folder
+
+    folder = run_folder(settings.out_dir)
+    paths = write_outputs(result, top, rejected, folder)
+    print(f"Wrote {paths['plan'].name} and {paths['pareto'].name} to {folder}{os.sep}")
     shortfall = None if top else shortfall_line(ranking.closest(result.result.outcomes), result)
     if args.write_recipe and top:
         from ipuexp.plan.recipe import write_best_recipe

@@ -9,7 +9,7 @@ from ipuexp.plan import space as sp
 from ipuexp.plan.candidate import Candidate
 from ipuexp.plan.evaluate import INVALID, Outcome
 from ipuexp.plan.pool import Pool
-from ipuexp.plan.stats import SearchStats, count, progress_bar, show_best
+from ipuexp.plan.stats import SearchStats, count, show_best
 
 INNER = ("device_iterations", "instances", "prefetch", "optimizer_state")
 """Dimensions every Optuna trial enumerates in full: they leave the tiles' planning context alone, so their
@@ -79,7 +79,7 @@ def _union_dims(problem: sp.Problem) -> Dict[str, tuple]:
 
 
 def optuna_search(problem: sp.Problem, pool: Pool, stats: SearchStats, outcomes: Dict[Candidate, Outcome],
-                  trials: int, sampler: str, seed: int, quiet: bool = False) -> None:
+                  trials: int, sampler: str, seed: int, bar: Any) -> None:
     """Ask Optuna for structures, evaluate each with every value of the ``INNER`` dimensions, and tell it the
     best: throughput of the fastest fitting candidate (and, for NSGA-II, the smallest fullest tile, minimised),
     with the smallest memory shortfall as the constraint. Stops after ``trials`` distinct candidates."""
@@ -93,7 +93,6 @@ def optuna_search(problem: sp.Problem, pool: Pool, stats: SearchStats, outcomes:
     layouts = sp.layouts(problem)
     union = _union_dims(problem)
     dims_of: Dict[int, Dict[str, tuple]] = {}
-    bar = progress_bar(trials, quiet)
     asked, counted = 0, 0
     while counted < trials and asked < 50 * trials:
         batch = [study.ask() for _ in range(OPTUNA_BATCH)]
@@ -107,7 +106,7 @@ def optuna_search(problem: sp.Problem, pool: Pool, stats: SearchStats, outcomes:
             count(stats, o)
             new += o.status != INVALID
         counted += new
-        bar.update(new)
+        bar.n = stats.candidates
         stats.repeats += len(flat) - len(fresh)
         for t, group in zip(batch, proposals):
             seen = [outcomes[c] for c in group if c in outcomes and outcomes[c].status != INVALID]
@@ -122,4 +121,3 @@ def optuna_search(problem: sp.Problem, pool: Pool, stats: SearchStats, outcomes:
             else:
                 study.tell(t, best)
         show_best(bar, outcomes)
-    bar.close()

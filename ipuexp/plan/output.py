@@ -11,6 +11,9 @@ from ipuexp.plan.candidate import Candidate, differences
 from ipuexp.plan.evaluate import FITS, OOM, Outcome
 from ipuexp.plan.planner import Plan
 
+CONVERGED = 0.01
+"""A sampler that improved the best by more than this over the last quarter of its budget had not converged."""
+
 
 def distinct(outcomes: List[Outcome], n: int, recipe: Optional[Candidate] = None) -> List[Outcome]:
     """The first ``n`` outcomes with distinct predictions (candidates the model cannot tell apart, such as
@@ -50,41 +53,85 @@ def row(o: Outcome, recipe: Candidate) -> Dict[str, Any]:
     }
 
 
-def print_plan(plan: Plan, top: List[Outcome], rejected: List[Outcome]) -> None:
+def wrapped(text: str, width: int, indent: int) -> str:
+    """``text`` broken between words to ``width`` columns, continuation lines indented by ``indent``."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width=max(width, indent + 20), initial_indent=" " * indent,
+                                    subsequent_indent=" " * (indent + 4), break_on_hyphens=False))
+
+
+def structure_text(c: Candidate) -> str:
+    """Replicas x IPUs per replica."""
+    return f"{c.replicas} x {c.layout.ipus}"
+
+
+def changes_text(c: Candidate, recipe: Candidate) -> str:
+    return " ".join(differences(c, recipe)).replace("options.", "") or "(the recipe)"
+
+
+def print_plan(plan: Plan, top: List[Outcome], rejected: List[Outcome], console: Any = None) -> None:
+    """The summary, the table of the baseline and the best (figures only), what each changes, why the closest
+    rejected candidates were rejected; every line within the terminal's width."""
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=max(Console().width, 150))
+    console = console or Console()
+    width = console.width
     st = plan.result.stats
     p = plan.problem
-    console.print(f"Planned {plan.base.recipe or plan.base.model.name} on {plan.base.system.name} "
-                  f"({p.num_ipus} IPUs), global batch {p.global_batch:,}: {st.method} search over a space of "
-                  f"{st.space_size:,}; {st.candidates:,} candidates in {st.seconds:.1f} s "
-                  f"({st.evaluated:,} fully evaluated, {st.pruned:,} rejected by the memory lower bound, "
-                  f"{st.refined:,} of them refining AMP); graph capture {plan.capture_s:.1f} s")
-    recipe_row = plan.result.recipe
-    table = Table(title="Fastest configurations that fit")
-    for col in ("#", "samples/s", "fullest IPU (free)", "fullest tile (free)"):
-        table.add_column(col, justify="right", no_wrap=True)
-    table.add_column("changes from the recipe", overflow="fold")
-    shown = [("recipe", recipe_row)] + [(str(i), o) for i, o in enumerate(top, 1)]
-    for label, o in shown:
+    r, scaled = plan.result.recipe, plan.result.scaled
+    baseline = scaled if scaled is not None else r
+    console.print(wrapped(
+        f"Planned {plan.base.recipe or plan.base.model.name} on {plan.base.system.name} ({p.num_ipus} IPUs), global "
+        f"batch {p.global_batch:,}: {st.seeds:,} seeds over every structure, {st.method} search of a space of "
+        f"{st.space_size:,}, climbs from the best; {st.candidates:,} candidates in {st.seconds:.1f} s "
+        f"({st.candidates / max(st.seconds, 1e-9):,.0f}/s; {st.evaluated:,} fully evaluated, {st.pruned:,} rejected "
+        f"by the memory lower bound), graph capture {plan.capture_s:.1f} s", width, 0), soft_wrap=True)
+    if st.budget and st.late_gain() > CONVERGED:
+        console.print(wrapped(
+            f"Not converged: the best improved by {st.late_gain():.1%} in the last quarter of the "
+            f"{st.budget:,} sampled candidates; plan.trials={4 * st.budget} would search further.", width, 0),
+            soft_wrap=True)
+    table = Table(title="Fastest configurations that fit", title_justify="left")
+    for col in ("#", "samples/s", "replicas x IPUs", "fullest tile (free)", "fullest IPU (free)"):
+        table.add_column(col, justify="right")
+    label = "scaled" if scaled is not None else "recipe"
+    shown = [(label, baseline)] + [(str(i), o) for i, o in enumerate(top, 1)]
+    for name, o in shown:
         if o.status not in (FITS, OOM):
-            table.add_row(label, "-", "-", "-", o.reason)
+            table.add_row(name, "-", structure_text(o.candidate), "-", "-")
             continue
-        ipu = f"IPU {o.peak_ipu}: {human(o.peak_ipu_bytes)} ({o.ipu_headroom:.0%})"
-        tile = f"IPU {o.peak_tile_ipu}: {human(o.peak_tile_bytes)} ({o.tile_headroom:.0%})"
-        changes = " ".join(differences(o.candidate, p.recipe)).replace("options.", "") or "(the recipe)"
-        if o.status != FITS:
-            changes = f"does not fit: {o.reason}"
-        table.add_row(label, throughput_text(o), ipu, tile, changes)
+        fit = "" if o.fits else " (does not fit)"
+        table.add_row(name, throughput_text(o) + fit, structure_text(o.candidate),
+                      f"IPU {o.peak_tile_ipu}: {human(o.peak_tile_bytes)} ({o.tile_headroom:.0%})",
+                      f"IPU {o.peak_ipu}: {human(o.peak_ipu_bytes)} ({o.ipu_headroom:.0%})")
     console.print(table)
+    if scaled is not None:
+        used = r.candidate.layout.ipus * r.candidate.replicas
+        console.print(wrapped(
+            f"scaled: the recipe on all {p.num_ipus} IPUs by data parallelism ({changes_text(scaled.candidate, p.recipe)}"
+            f"). The recipe as published uses {used} of the {p.num_ipus} IPUs: {_figure(r)}.", width, 0),
+            soft_wrap=True)
+    elif baseline.status not in (FITS, OOM):
+        console.print(wrapped(f"recipe: {baseline.reason}", width, 0), soft_wrap=True)
+    if top:
+        console.print("What each changes from the recipe (python -m ipuexp +recipe=... with these overrides):")
+        for i, o in enumerate(top, 1):
+            console.print(wrapped(f"{i}: {changes_text(o.candidate, p.recipe)}", width, 2), soft_wrap=True)
     if rejected:
-        console.print("Why the most promising rejected candidates were rejected:")
+        console.print("Faster, but rejected (smallest shortfall first):" if top and rejected[0].samples_per_s >
+                      top[0].samples_per_s else "Closest to fitting (smallest shortfall first):")
         for o in rejected:
-            speed = f"{o.samples_per_s:,.0f} samples/s, " if o.status == OOM else ""
-            console.print(f"  {speed}{' '.join(differences(o.candidate, p.recipe)) or '(the recipe)'}: "
-                          f"{o.reason}", soft_wrap=True)
+            speed = f"{o.samples_per_s:,.0f} samples/s: " if o.status == OOM else ""
+            console.print(wrapped(f"{speed}{o.reason}", width, 2), soft_wrap=True)
+            console.print(wrapped(changes_text(o.candidate, p.recipe), width, 6), soft_wrap=True)
+
+
+def _figure(o: Outcome) -> str:
+    if o.status in (FITS, OOM):
+        return throughput_text(o) + " samples/s" + ("" if o.fits else " (does not fit)")
+    return o.reason
 
 
 def plan_json(plan: Plan, top: List[Outcome], rejected: List[Outcome]) -> Dict[str, Any]:
@@ -96,9 +143,12 @@ def plan_json(plan: Plan, top: List[Outcome], rejected: List[Outcome]) -> Dict[s
         "headroom": plan.settings.headroom, "fixed": sorted(plan.settings.fix),
         "search": {"method": st.method, "space_size": st.space_size, "candidates": st.candidates,
                    "evaluated": st.evaluated, "pruned": st.pruned, "invalid": st.invalid, "repeats": st.repeats,
-                   "refined": st.refined, "seconds": round(st.seconds, 2), "workers": st.workers,
-                   "capture_s": round(plan.capture_s, 2)},
+                   "refined": st.refined, "seeds": st.seeds, "seconds": round(st.seconds, 2),
+                   "workers": st.workers, "capture_s": round(plan.capture_s, 2), "seed": plan.settings.seed,
+                   "trials": st.budget, "late_gain": round(st.late_gain(), 4),
+                   "converged": not st.budget or st.late_gain() <= CONVERGED},
         "recipe_result": row(plan.result.recipe, p.recipe),
+        "scaled_result": row(plan.result.scaled, p.recipe) if plan.result.scaled is not None else None,
         "top": [row(o, p.recipe) for o in top],
         "rejected": [row(o, p.recipe) for o in rejected],
     }

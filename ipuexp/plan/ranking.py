@@ -14,11 +14,11 @@ def ranked(outcomes: Dict[Candidate, Outcome]) -> List[Outcome]:
 
 
 def rejected(outcomes: Dict[Candidate, Outcome], best: Optional[Outcome], n: int) -> List[Outcome]:
-    """The most tempting rejected candidates: those out of memory that would have been faster than ``best``
-    (fastest first), then the ones closest to fitting."""
+    """The most promising rejected candidates: those out of memory that would have been faster than ``best``,
+    smallest shortfall first (the nearest to fitting), then the others closest to fitting."""
     floor = best.samples_per_s if best is not None else 0.0
     oom = sorted((o for o in outcomes.values() if o.status == OOM and o.samples_per_s > floor),
-                 key=lambda o: -o.samples_per_s)
+                 key=lambda o: (o.shortfall_bytes, -o.samples_per_s))
     if len(oom) >= n:
         return oom[:n]
     close = sorted((o for o in outcomes.values() if o.status in (OOM, PRUNED) and o not in oom),

@@ -1,15 +1,11 @@
-"""After the search: a coordinate search from the fastest candidate, then the best candidates' per-IPU
-available memory proportion raised as far as it fits."""
+"""After the search: the best candidates' per-IPU available memory proportion raised as far as it fits."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Dict, List
+from typing import Dict
 
-from ipuexp.plan import space as sp
 from ipuexp.plan.candidate import Candidate
 from ipuexp.plan.evaluate import Evaluator, Outcome
-from ipuexp.plan.pool import Pool
-from ipuexp.plan.ranking import ranked
 from ipuexp.plan.stats import SearchStats, count
 
 REFINE_STEP = 0.01
@@ -48,44 +44,3 @@ def refine(evaluator: Evaluator, outcomes: Dict[Candidate, Outcome], stats: Sear
             if fit is not None and fit.samples_per_s > current.samples_per_s * (1 + 1e-9):
                 current = fit
         seen.add(current.candidate)
-
-
-def local_search(problem: sp.Problem, pool: Pool, stats: SearchStats, outcomes: Dict[Candidate, Outcome],
-                 rounds: int = 3) -> None:
-    """Coordinate search from the fastest fitting candidate: every value of one dimension at a time (layouts
-    included), move to the fastest that fits, repeat until nothing improves."""
-    layouts = sp.layouts(problem)
-    fixed_amp = problem.recipe.amp if "amp" in problem.fixed else None
-    for _ in range(rounds):
-        best = ranked(outcomes)
-        if not best:
-            return
-        b = best[0].candidate
-        values = {"schedule": b.schedule, "partials": b.partials, "recompute": b.recompute,
-                  "device_iterations": b.device_iterations, "instances": b.instances,
-                  "optimizer_state": b.optimizer_state, "weights_on_chip": b.weights_on_chip,
-                  "io_tiles": b.io_tiles, "prefetch": b.prefetch, "amp0": b.amp[0], "amp": b.amp[-1],
-                  "batching": (b.micro_batch, b.grad_accum)}
-        batch: List[Candidate] = []
-        for lay, r in layouts:
-            dims = sp.dimensions(problem, lay, r)
-            if not dims["batching"]:  # no micro-batch makes the global batch with these replicas
-                continue
-            if lay != b.layout:  # another layout with the best's values where it offers them
-                v = {k: (values[k] if values[k] in dims[k] else dims[k][0]) for k in dims if k in values}
-                if dims["amp"] == (None,):
-                    v["amp"] = None
-                batch.append(sp.build(lay, r, v, fixed_amp))
-                continue
-            for name, choices in dims.items():
-                for choice in choices:
-                    v = dict(values, **{name: choice})
-                    if dims["amp"] == (None,):
-                        v["amp"] = None
-                    batch.append(sp.build(lay, r, v, fixed_amp if name != "amp" else None))
-        fresh = list(dict.fromkeys(c for c in batch if c not in outcomes))
-        for o in pool.map_async(fresh)():
-            outcomes[o.candidate] = o
-            count(stats, o)
-        if ranked(outcomes)[0].candidate == b:
-            return

@@ -30,18 +30,21 @@ class PlanConfig:
     exhaustive_limit: int = 20000
     """Largest space ``search=auto`` enumerates in full."""
     trials: int = 4000
-    """Distinct candidates Optuna evaluates (its sampler may propose one twice; a repeat is not counted)."""
+    """Distinct candidates Optuna evaluates after the seeds and their climbs (its sampler may propose one twice; a
+    repeat is not counted). The command says when the best was still improving at the end of this budget."""
     sampler: str = "nsga2"
     """Optuna sampler: nsga2 (multi-objective: throughput up, fullest tile down), tpe (throughput) or random."""
     seed: int = 0
-    """Seed of the Optuna sampler."""
+    """Seed of the Optuna sampler (the seeds and climbs do not depend on it; the README measures how little the
+    answer does)."""
     workers: int = 1
     """Processes evaluating candidates (1: in this process; 0: one per CPU core). Each process warms its own engine
     caches, so on two cores a second process did not pay (bench_plan.py: 22.9 s with one, 26.0 s with two)."""
     refine: bool = True
     """After the search, raise each IPU's available memory proportion of the best candidates while it fits."""
-    out_dir: str = "plan"
-    """Folder for ``plan.json`` and ``pareto.png`` (relative to the launch directory)."""
+    out_dir: Optional[str] = None
+    """Folder for ``plan.json`` and ``pareto.png`` (relative to the launch directory); None: a new run folder
+    per plan, ``outputs/YYYY-MM-DD/HH-MM-SS`` as Hydra names a run's (``-1``, ``-2``... when taken)."""
 
 
 def check(cfg: PlanConfig) -> PlanConfig:
@@ -62,3 +65,20 @@ def check(cfg: PlanConfig) -> PlanConfig:
     if cfg.workers < 0:
         raise ConfigError("plan.workers", cfg.workers, "allowed: 0 (one per CPU core) or an integer >= 1")
     return cfg
+
+
+def run_folder(out_dir: Optional[str], now: Optional[object] = None) -> "Path":
+    """The folder a plan writes into: ``out_dir``, or a fresh ``outputs/YYYY-MM-DD/HH-MM-SS`` (Hydra's run-folder
+    pattern, so plans sit beside runs), suffixed ``-1``, ``-2``... when two plans start in the same second."""
+    import datetime
+    from pathlib import Path
+
+    if out_dir:
+        return Path(out_dir)
+    t = now or datetime.datetime.now()
+    base = Path("outputs") / t.strftime("%Y-%m-%d") / t.strftime("%H-%M-%S")
+    path, k = base, 0
+    while path.exists():
+        k += 1
+        path = base.with_name(f"{base.name}-{k}")
+    return path
