@@ -25,6 +25,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from ipuexp.config.compose import compose_recipe
+    from ipuexp.config.errors import ConfigError
     from ipuexp.config.store import recipe_names
     from ipuexp.plan.candidate import differences
     from ipuexp.plan.output import distinct
@@ -42,12 +43,19 @@ def main() -> int:
             plans = []
             for seed in SEEDS:
                 t0 = time.perf_counter()
-                p = plan(compose_recipe(name, [f"system={system}"]), PlanConfig(trials=args.trials, seed=seed),
-                         quiet=True)
+                try:
+                    p = plan(compose_recipe(name, [f"system={system}"]), PlanConfig(trials=args.trials, seed=seed),
+                             quiet=True)
+                except ConfigError as err:  # the global batch cannot be split over this many IPUs
+                    print(f"{name} {system}: {err}", file=sys.stderr)
+                    break
                 st = p.result.stats
                 print(f"{name} {system} seed {seed}: {st.candidates:,} candidates in {time.perf_counter() - t0:.1f} s"
                       f", sampler's late gain {st.late_gain():.1%}", file=sys.stderr, flush=True)
                 plans.append(p)
+            if not plans:
+                print(f"| `{name}` | {system} | | | global batch not divisible over {system} | | | | |", flush=True)
+                continue
             p = plans[0]
             r, s = p.result.recipe, p.result.scaled
             own = f"{r.samples_per_s:,.0f}" + ("" if r.fits else " (does not fit)")

@@ -78,7 +78,7 @@ def test_installed_package_runs_from_an_unrelated_directory(installed, tmp_path)
     assert json.loads((tmp_path / "mine" / "result.json").read_text())["recipe"] == "mine"
 
     check = _run(["-m", "ipuexp.validate", "--no-loo"], installed, tmp_path)
-    assert check.returncode in (0, 1), check.stderr[-2000:]  # 1: a row outside the thresholds, not a crash
+    assert check.returncode == 0, check.stderr[-2000:]  # a report: gates shown, exit 0 (--check gates)
     for row in ("bert_large_ph1_bow_pod16_tf2", "resnet50_mk2_pod256_tf1_mlperf11",
                 "vit_b16_finetune_bow_pod16_pytorch"):
         assert row in check.stdout

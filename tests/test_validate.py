@@ -165,3 +165,15 @@ def test_exclude_names_the_rows_and_refuses_write(capsys):
 def test_missing_table_exits_2(tmp_path, capsys):
     assert v.main(["--csv", str(tmp_path / "none.csv"), "--no-loo"]) == 2
     assert "none.csv" in capsys.readouterr().err
+
+
+def test_report_exits_0_and_check_exits_1_on_a_failing_gate(monkeypatch, capsys):
+    # The shipped table with a gate no fit can pass: the report still exits 0, --check exits 1.
+    strict = v.load_config()
+    strict.mape_threshold = 0.0
+    strict.leave_one_out = False
+    monkeypatch.setattr(v, "load_config", lambda: strict)
+    assert v.main(["--no-loo"]) == 0
+    out = capsys.readouterr().out
+    assert "gate fails: in-sample MAPE" in out or "gate fails" in out
+    assert v.main(["--no-loo", "--check"]) == 1
