@@ -44,7 +44,7 @@ def parse(argv: List[str]) -> argparse.Namespace:
                         "(./recipes/NAME.yaml or $IPUEXP_RECIPE_DIR), usable as +recipe=NAME")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing recipe of that name")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    return parser.parse_args(argv)
+    return parser.parse_intermixed_args(argv)  # flags may come after the overrides
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -116,7 +116,9 @@ def print_plan(plan: Plan, top: List[Outcome], rejected: List[Outcome], console:
     elif baseline.status not in (FITS, OOM):
         console.print(wrapped(f"recipe: {baseline.reason}", width, 0), soft_wrap=True)
     if top:
-        console.print("What each changes from the recipe (python -m ipuexp +recipe=... with these overrides):")
+        console.print(wrapped("What each changes from the recipe (keys without their options. prefix; plan.json "
+                              "has the overrides in full, and --write-recipe writes the best as a recipe):", width, 0),
+                      soft_wrap=True)
         for i, o in enumerate(top, 1):
             console.print(wrapped(f"{i}: {changes_text(o.candidate, p.recipe)}", width, 2), soft_wrap=True)
     if rejected:
@@ -176,8 +178,17 @@ def pareto_plot(plan: Plan, path: Path) -> Path:
     if r.status in (FITS, OOM):
         ax.scatter([r.peak_tile_bytes / 1024], [r.samples_per_s], marker="*", s=160, color="#ff7f0e",
                    label="recipe", zorder=5)
+    sc = plan.result.scaled
+    if sc is not None and sc.status in (FITS, OOM):
+        ax.scatter([sc.peak_tile_bytes / 1024], [sc.samples_per_s], marker="D", s=60, color="#2ca02c",
+                   label="recipe scaled to the system", zorder=5)
     ax.axvline(limit / 1024, color="grey", linestyle="--", linewidth=1, label="tile limit")
     ax.set_xscale("log")
+    from matplotlib.ticker import FuncFormatter
+
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if str(v)[0] in "25" else ""))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.set_xlabel("fullest tile (KiB)")
     ax.set_ylabel("samples/s")
     ax.set_title(f"{plan.base.recipe or plan.base.model.name} on {plan.base.system.name}: candidates")
