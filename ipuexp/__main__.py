@@ -95,6 +95,18 @@ def optimiser_overrides(cfg: Any, overrides: List[str]) -> List[str]:
     return added
 
 
+OPTUNA_SWEEPER = "ipuexp.runner.optuna_sweeper.OptunaSweeper"
+"""hydra-optuna-sweeper's sweeper with the sweep's one summary, which ``hydra/sweeper=optuna`` runs as."""
+
+
+def optimiser_sweeper(cfg: Any) -> List[str]:
+    """``hydra/sweeper=optuna`` as ipuexp runs it (``OPTUNA_SWEEPER``); nothing for any other sweeper."""
+    target = str(cfg.hydra.sweeper.get("_target_", ""))
+    if target != "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper":
+        return []
+    return [f"hydra.sweeper._target_={OPTUNA_SWEEPER}"]
+
+
 def check_optimiser(cfg: Any) -> None:
     """Refuse what Hydra's Optuna sweeper cannot run here: a study in a database. hydra-optuna-sweeper 1.3 needs
     Optuna 2.x, whose RDB storage predates SQLAlchemy 2, which MLflow installs; it fails on its first query."""
@@ -126,6 +138,11 @@ def search_space_points(cfg: Any, first: List[str]) -> List[List[str]]:
 
 def main(argv: Optional[List[str]] = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("--help", "-h") for a in argv):
+        from ipuexp.cli_help import text
+
+        print(text())
+        return
     from ipuexp.config.errors import ConfigError
     if not _wants_hydra_only(argv):
         overrides = [a for a in argv if not a.startswith("-")]
@@ -136,9 +153,12 @@ def main(argv: Optional[List[str]] = None) -> None:
             first, *others = sweep_points(overrides) if _is_multirun(argv) else [overrides]
             cfg = preflight(first)
             if _is_multirun(argv):
+                from ipuexp.runner.placement import check_launcher
+
                 check_optimiser(cfg)
+                check_launcher(cfg.hydra.launcher)
                 others += search_space_points(cfg, first)
-                argv += optimiser_overrides(cfg, overrides)
+                argv += optimiser_overrides(cfg, overrides) + optimiser_sweeper(cfg)
             for point in others:
                 preflight(point, rules=False)
         except ConfigError as err:
@@ -149,10 +169,6 @@ def main(argv: Optional[List[str]] = None) -> None:
     if optimiser:
         # Hydra prints what a sweeper raises as a traceback; let it through to be told apart (below).
         os.environ.setdefault("HYDRA_FULL_ERROR", "1")
-        if "hydra/sweeper/sampler=grid" in argv:
-            from ipuexp.runner.optuna_grid import tolerate_grid_stop
-
-            tolerate_grid_stop()
     try:
         _hydra_entry(argv)
     except KeyboardInterrupt:
@@ -165,6 +181,14 @@ def main(argv: Optional[List[str]] = None) -> None:
         print("ipuexp: every trial of the study failed (out of memory, or a rule one combination breaks: see the "
               "sweep table above), so there is no best value; allowed: a search space with a configuration that "
               "fits", file=sys.stderr)
+        sys.exit(1)
+    except Exception as err:
+        from hydra.errors import CompactHydraException
+
+        # A failed trial the study stops on (hydra.sweeper.max_failure_rate): its one line, as Hydra prints it.
+        if not optimiser or not isinstance(err, CompactHydraException):
+            raise
+        print(str(err), file=sys.stderr)
         sys.exit(1)
 
 

@@ -120,20 +120,41 @@ def _pct(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:+.1f}"
 
 
-def print_report(report: Report, cfg: ValidateConfig) -> None:
-    from rich.console import Console
+def _table(rows: List[tuple], row_width: int) -> Any:
+    """Ten columns fit 80 terminal columns only without vertical rules and with short headers (a legend below)."""
+    from rich import box
     from rich.table import Table
 
-    table = Table(title="Predicted vs published training throughput (samples/s); errors in percent")
-    for col in ("row", "IPU", "predicted", "published", "in-sample", "LOO", "LOFO", "LOSO", "LOO band", "in band"):
-        table.add_column(col, justify="left" if col == "row" else "right", no_wrap=True)
+    table = Table(title="Predicted vs published training throughput", box=box.SIMPLE_HEAD, padding=(0, 1),
+                  pad_edge=False, title_justify="left")
+    table.add_column("row", overflow="fold", width=row_width)
+    for col in ("pred", "publ", "error", "LOO", "LOFO", "LOSO", "band"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for r in rows:
+        table.add_row(*r)
+    return table
+
+
+def print_report(report: Report, cfg: ValidateConfig) -> None:
+    from rich.console import Console
+
+    rows = []
     for o in report.outcomes:
-        table.add_row(o.row.id + (" *" if o.unexplained else ""), o.row.ipu, f"{o.predicted:,.0f}", f"{o.row.published:,.0f}", _pct(o.error),
-                      *(_pct(o.mode_error(m)) for m in MODES[1:]),
-                      "-" if o.band is None else f"+-{o.band:.0f}%",
-                      "-" if o.in_band is None else ("yes" if o.in_band else "no"))
-    console = Console(width=max(Console().width, 140))
+        band = "-" if o.band is None else f"±{o.band:.0f}%" + ("" if o.in_band is None else " ✓" if o.in_band else " ✗")
+        rows.append((o.row.id + (" *" if o.unexplained else ""), f"{o.predicted:,.0f}", f"{o.row.published:,.0f}",
+                     _pct(o.error), *(_pct(o.mode_error(m)) for m in MODES[1:]), band))
+    console = Console()
+    # The figures keep their natural width; the row id gets what is left (at least 16) and folds within it.
+    width = max(len(r[0]) for r in rows)
+    table = _table(rows, width)
+    wide = console.options.update(width=10_000)  # measured unclamped: the table's own width
+    while width > 16 and console.measure(table, options=wide).maximum > console.width:
+        width -= 1
+        table = _table(rows, width)
     console.print(table)
+    console.print("pred, publ: predicted and published samples/s; error: in sample, %; LOO, LOFO, LOSO: predicted with the constants refitted without the row, its "
+                  "family, its system size, %; band: the LOO error band, ✓ when the published value is inside it; "
+                  "*: unexplained, not fitted")
     console.print(f"in-sample MAPE {report.mape:.1f}% (threshold {cfg.mape_threshold:g}%), worst row "
                   f"{report.worst:.1f}% (threshold {cfg.max_row_error:g}%)")
     for mode in MODES[1:]:

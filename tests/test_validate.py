@@ -177,3 +177,15 @@ def test_report_exits_0_and_check_exits_1_on_a_failing_gate(monkeypatch, capsys)
     out = capsys.readouterr().out
     assert "gate fails: in-sample MAPE" in out or "gate fails" in out
     assert v.main(["--no-loo", "--check"]) == 1
+
+
+def test_report_fits_80_columns_and_keeps_every_figure(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "80")
+    rows = [Row("gpt2_medium_wikitext103_sl1024_mk2_pod16_optimum", "mk2", 102.0),
+            Row("resnet50_mk2_pod256_tf1_mlperf11", "mk2", 325_997.0)]
+    rep = Report([Outcome(rows[0], 274.9), Outcome(rows[1], 326_764.0)], {"amp_efficiency": 0.79})
+    v.print_report(rep, v.ValidateConfig(leave_one_out=False))
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "326,764" in out and "325,997" in out and "+169.5" in out
+    assert "gpt2_medium_wikitext" in out.replace("\n", "")

@@ -235,7 +235,7 @@ def memory_figures(ipu_plans: Sequence[IPUPlan], plan: ExecutionPlan) -> MemoryF
                                       io_overflow=io_overflow, io_buffer_bytes=ip.tile.io_buffer_bytes,
                                       io_buffer_limit=ip.tile.io_buffer_limit))
     fits = not failing
-    return MemoryFigures(fits=fits, ipus=ipus, report=oom_lines(failing, plan))
+    return MemoryFigures(fits=fits, ipus=ipus, report=oom_lines(failing, plan, capacity=tiles * tile_memory))
 
 def liveness_series(plan: ExecutionPlan, graph: Graph, ipu: Optional[int] = None) -> List[LivenessStep]:
     """Bytes live at each program step of one IPU (default: the IPU whose fullest tile is fullest)."""

@@ -2,29 +2,23 @@
 
 The first line of each failing IPU is Poplar's own message (IPU optimisation guide section 6.1, "Out of memory
 on tile 0: 876476 bytes used but tiles only have 638976 bytes of memory"), with Poplar's tile numbering (tiles of
-the replica numbered across its IPUs). Remedies follow IPU optimisation guide section 6.4: reduce the batch size
-first, then the not-always-live techniques (recomputation, lower available memory proportion, half partials),
-then the always-live ones (offloading optimizer state, replicated tensor sharding, fp16 weights), and splitting
-the model over more IPUs last. Only remedies that apply to the configuration are printed.
+the replica numbered across its IPUs). Remedies are those of IPU optimisation guide section 6.4 (the
+micro-batch, recomputation, the available memory proportion, half partials, offloading, replicated tensor sharding,
+fp16 weights, more IPUs), each with what it would free on the fullest IPU, largest first; one that frees nothing is
+left out. When the remedies together cannot bring an IPU under its capacity, the report says how many IPUs the
+model's layers need.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Tuple
 
 from ipuexp.config.schema import option_value
 from ipuexp.execution.execution import ExecutionPlan
+from ipuexp.units import human_bytes as human
 
 BATCH_CATEGORIES = ("stash", "activations", "temporary", "host_io_buffers")
 """Categories that scale with the micro-batch (IPU optimisation guide section 3.4.4)."""
-
-
-def human(n: float) -> str:
-    """Bytes in binary units, as PopVision prints them."""
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{int(n)} B"
 
 
 @dataclass
@@ -46,8 +40,9 @@ class FailingIPU:
     io_buffer_limit: int
 
 
-def oom_lines(failing: Sequence[FailingIPU], plan: ExecutionPlan) -> List[str]:
-    """Report lines for the IPUs that do not fit (empty when all fit)."""
+def oom_lines(failing: Sequence[FailingIPU], plan: ExecutionPlan, capacity: int = 0) -> List[str]:
+    """Report lines for the IPUs that do not fit (empty when all fit). ``capacity``: bytes of one IPU, for the
+    IPUs a model needs when no option makes it fit."""
     if not failing:
         return []
     lines: List[str] = []
@@ -59,10 +54,20 @@ def oom_lines(failing: Sequence[FailingIPU], plan: ExecutionPlan) -> List[str]:
         largest = ", ".join(f"{k} {human(v)}" for v, k in top)
         lines.append(f"  IPU {f.ipu}: {human(total)} in total; largest: {largest}")
         if f.io_overflow:
-            lines.append(f"  IPU {f.ipu}: IO-tile stream buffers need {f.io_buffer_bytes} bytes per IO tile but "
-                         f"options.io.io_tiles_available_memory_proportion allows {f.io_buffer_limit}")
-    lines.append("Remedies, in the order the IPU optimisation guide tries them (section 6.4):")
-    lines += [f"  {i}. {r}" for i, r in enumerate(_remedies(failing, plan), 1)]
+            lines.append(f"  IPU {f.ipu}: IO-tile stream buffers need {human(f.io_buffer_bytes)} per IO tile but "
+                         f"options.io.io_tiles_available_memory_proportion allows {human(f.io_buffer_limit)}")
+    remedies = _remedies(failing, plan)
+    lines.append("Remedies, the largest saving on the fullest IPU first (IPU optimisation guide section 6.4):")
+    lines += [f"  {i}. {text}" for i, (_, text) in enumerate(remedies, 1)]
+    if capacity:
+        worst = max(failing, key=lambda f: sum(f.breakdown.values()))
+        total = sum(worst.breakdown.values())
+        left = total - sum(b for b, _ in remedies)
+        if left > capacity:
+            need = -(-left // capacity)
+            lines.append(f"No remedy above fits IPU {worst.ipu}: it keeps about {human(left)} of its {human(total)} "
+                         f"after all of them, against {human(capacity)} per IPU; what it holds needs at least {need} "
+                         "IPUs (more stages in options.pipeline.layers_per_ipu).")
     return lines
 
 
@@ -70,60 +75,72 @@ def _sum(failing: Sequence[FailingIPU], category: str) -> int:
     return max(f.breakdown.get(category, 0) for f in failing)
 
 
-def _remedies(failing: Sequence[FailingIPU], plan: ExecutionPlan) -> List[str]:
+def _remedies(failing: Sequence[FailingIPU], plan: ExecutionPlan) -> List[Tuple[int, str]]:
+    """(bytes it frees on the fullest failing IPU, remedy), largest first; a remedy that frees nothing is left
+    out. The IO-tile remedy leads when the IO tiles overflow; splitting the model over more IPUs closes the list.
+    Savings are estimates from the memory model's categories: a category that scales with the micro-batch falls
+    with it, the stash goes with recomputation (checkpoints stay: an upper bound), halving the available memory
+    proportion halves the temporaries it bounds, half partials halve the partials among them (a quarter of the
+    temporaries is assumed), sharding keeps 1/replicas, fp16 weights halve fp32 ones."""
     opts = plan.options
     loc = opts.tensor_locations
-    out: List[str] = []
-    if any(f.io_overflow for f in failing):
-        out.append(f"raise options.io.num_io_tiles (now {opts.io.num_io_tiles}): IO tiles must hold a whole "
-                   "micro-batch, N_IO ~ 1.05 x micro-batch bytes / tile memory (IPU optimisation guide section "
-                   "4.4.2)")
+    out: List[Tuple[int, str]] = []
     mbs = plan.micro_batch_size
     batch = max(sum(f.breakdown.get(c, 0) for c in BATCH_CATEGORIES) for f in failing)
     if mbs > 1 and batch > 0:
-        out.append(f"reduce data.micro_batch_size (now {mbs}): stash, activations, temporaries and host buffers "
-                   f"({human(batch)} on the fullest IPU) scale with it (IPU optimisation guide section 5.6)")
+        out.append((batch * (mbs - 1) // mbs,
+                    f"reduce data.micro_batch_size (now {mbs}): stash, activations, temporaries and host buffers "
+                    f"({human(batch)} on the fullest IPU) scale with it; micro-batch 1 frees about "
+                    f"{human(batch * (mbs - 1) / mbs)} (IPU optimisation guide section 5.6)"))
     stash = _sum(failing, "stash")
     mode = option_value(opts.recomputation.mode)
-    if plan.training and not plan.recompute:
+    acts = _sum(failing, "activations")
+    if plan.training and not plan.recompute and stash > 0:
         target = "pipeline" if len(opts.pipeline.layers_per_ipu) > 1 else "all"
-        out.append(f"enable recomputation, options.recomputation.mode={target} (now {mode}) with "
-                   "options.recomputation.checkpoint_every_layer=true: the stash holds every activation saved for "
-                   f"backward ({human(stash)}); with recomputation only checkpoints are stashed and one layer at a "
-                   "time is recomputed (IPU optimisation guide section 5.3)")
-    elif plan.training and not opts.recomputation.checkpoint_every_layer and _sum(failing, "activations") > 0:
-        out.append("set options.recomputation.checkpoint_every_layer=true: a stage then recomputes one layer at a "
-                   f"time instead of all its activations ({human(_sum(failing, 'activations'))} live at the peak; "
-                   "IPU optimisation guide section 5.3.2)")
+        out.append((stash, f"enable recomputation, options.recomputation.mode={target} (now {mode}) with "
+                    "options.recomputation.checkpoint_every_layer=true: frees up to the stash of activations saved "
+                    f"for backward ({human(stash)}); only checkpoints are stashed and one layer at a time is "
+                    "recomputed (IPU optimisation guide section 5.3)"))
+    elif plan.training and not opts.recomputation.checkpoint_every_layer and acts > 0:
+        layers = max(max(f.layers for f in failing), 1)
+        out.append((acts * (layers - 1) // layers,
+                    "set options.recomputation.checkpoint_every_layer=true: a stage then recomputes one layer at a "
+                    f"time instead of all its activations ({human(acts)} live at the peak; IPU optimisation guide "
+                    "section 5.3.2)"))
     opt = _sum(failing, "optimizer_state")
     if opt > 0 and loc.optimizer_state.on_chip:
-        out.append(f"offload the optimizer state, options.tensor_locations.optimizer_state.on_chip=false: frees "
-                   f"{human(opt)} (IPU optimisation guide section 5.4)")
+        out.append((opt, f"offload the optimizer state, options.tensor_locations.optimizer_state.on_chip=false: "
+                    f"frees {human(opt)} (IPU optimisation guide section 5.4)"))
     temp = _sum(failing, "temporary")
     if temp > 0:
         amps = ", ".join(f"IPU {f.ipu}: {f.amp:g}" for f in failing)
-        out.append(f"lower options.available_memory_proportion ({amps}): it bounds the {human(temp)} of matmul and "
-                   "convolution temporaries (IPU optimisation guide section 5.1)")
+        out.append((temp // 2, f"lower options.available_memory_proportion ({amps}): it bounds the {human(temp)} of "
+                    "matmul and convolution temporaries; half the proportion frees about half (IPU optimisation "
+                    "guide section 5.1)"))
         if option_value(opts.partials_type) == "float":
-            out.append("use half partials, options.partials_type=half: halves the partials of matmuls and "
-                       "convolutions (IPU optimisation guide section 5.2)")
+            out.append((temp // 4, "use half partials, options.partials_type=half: halves the partials of matmuls "
+                        "and convolutions, part of the temporaries (IPU optimisation guide section 5.2)"))
     replicas = opts.replication_factor
     sharded = {"optimizer_state": loc.optimizer_state, "gradient_accumulators": loc.accumulators,
                "weights": loc.weights}
     for cat, setting in sharded.items():
         b = _sum(failing, cat)
-        if b > 0 and not setting.replicated_tensor_sharding:
+        if b > 0 and not setting.replicated_tensor_sharding and replicas > 1:
             key = "accumulators" if cat == "gradient_accumulators" else cat
-            if replicas > 1:
-                out.append(f"shard the {cat.replace('_', ' ')} across the {replicas} replicas, "
-                           f"options.tensor_locations.{key}.replicated_tensor_sharding=true: keeps "
-                           f"{human(b / replicas)} of {human(b)} (IPU optimisation guide section 4.7)")
+            out.append((b - b // replicas, f"shard the {cat.replace('_', ' ')} across the {replicas} replicas, "
+                        f"options.tensor_locations.{key}.replicated_tensor_sharding=true: keeps "
+                        f"{human(b / replicas)} of {human(b)} (IPU optimisation guide section 4.7)"))
             break
-    if str(opts.precision).endswith("32") and _sum(failing, "weights") > 0:
-        out.append(f"store weights in fp16, options.precision=16.16 (now {opts.precision}; IPU optimisation guide "
-                   "section 6.4.2)")
+    weights = _sum(failing, "weights")
+    if str(opts.precision).endswith("32") and weights > 0:
+        out.append((weights // 2, f"store weights in fp16, options.precision=16.16 (now {opts.precision}): frees "
+                    f"about {human(weights / 2)} (IPU optimisation guide section 6.4.2)"))
+    out = sorted((r for r in out if r[0] > 0), key=lambda r: -r[0])
+    if any(f.io_overflow for f in failing):
+        out.insert(0, (0, f"raise options.io.num_io_tiles (now {opts.io.num_io_tiles}): IO tiles must hold a whole "
+                       "micro-batch, N_IO ~ 1.05 x micro-batch bytes / tile memory (IPU optimisation guide section "
+                       "4.4.2)"))
     layers = ", ".join(f"IPU {f.ipu} holds {f.layers} layers" for f in failing)
-    out.append(f"split the model over more IPUs, options.pipeline.layers_per_ipu ({layers}; IPU optimisation guide "
-               "section 6.4)")
+    out.append((0, f"split the model over more IPUs, options.pipeline.layers_per_ipu ({layers}; IPU optimisation "
+                "guide section 6.4)"))
     return out
-
