@@ -89,3 +89,12 @@ def test_help_lists_user_recipes_only(tmp_path):
     out = _run(["-m", "ipuexp", "--help"], ROOT, tmp_path)
     line = next(l for l in out.stdout.splitlines() if l.startswith("recipe:"))
     assert "bert_large" in line and "calib" not in line and "resnet50_mk2_pod128" not in line
+
+
+def test_no_test_reads_material_outside_the_repository():
+    # A fresh clone has no ../shared beside it: every file a test compares against is kept in tests/data.
+    outside = re.compile(r"\.\./shared|/ \"shared\"|parents\[1\]\.parent|\bSHARED\b")
+    hits = [f"{p.relative_to(ROOT)}:{n}" for p in (ROOT / "tests").rglob("*.py")
+            for n, line in enumerate(p.read_text().splitlines(), 1) if outside.search(line)
+            and p.name != "test_packaging.py"]
+    assert not hits, hits

@@ -16,10 +16,8 @@ def compose_config() -> Callable:
 
 
 @pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    """The shared reference material beside the project (``../shared``)."""
-    from published import SHARED as shared
+def data_dir() -> Path:
+    """The published files kept with the tests (``tests/data``)."""
+    from published import DATA
 
-    if not shared.is_dir():
-        pytest.skip(f"shared reference material not found at {shared}")
-    return shared
+    return DATA

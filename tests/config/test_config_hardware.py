@@ -14,7 +14,7 @@ from ipuexp.config.store import CONF_DIR
 IPU_FILES = sorted((CONF_DIR / "ipu").glob("*.yaml"))
 SYSTEM_FILES = sorted((CONF_DIR / "system").glob("*.yaml"))
 
-# Published per-IPU totals (shared/reference/graphcore-facts.md section 3.1): peak FP16.16 and FP32 FLOP/s,
+# Published per-IPU totals (Graphcore's IPU-M2000 and Bow-2000 datasheets): peak FP16.16 and FP32 FLOP/s,
 # SRAM per IPU in MiB, aggregate In-Processor-Memory bandwidth (None: not published for that generation).
 PUBLISHED = {
     "mk1": dict(fp16=124.5e12, fp32=31.1e12, sram_mib=304, memory_bw=45e12),   # [a], [f]

@@ -1,7 +1,7 @@
 """Every recipe composes, validates, and still equals the published configuration it mirrors.
 
-The expected values are parsed from the published files in ``shared/reference/graphcore-configs`` (and the seed
-tutorial for the MNIST recipe) at test time, so a recipe that drifts from its source fails here.
+The expected values are parsed from the published files in ``tests/data/graphcore-configs`` (and Graphcore's
+PopTorch pipelining tutorial for the MNIST recipe) at test time, so a recipe that drifts from its source fails here.
 """
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def test_optimum_run_matches_its_ipu_config(name, compose_config):
 
 @pytest.mark.parametrize("group,name", [("recipe", n) for n in RECIPES] + [("calibration", n) for n in CALIBRATION_RUNS
                                                                           if n not in OPTIMUM_RUNS])
-def test_recipe_matches_its_published_source(group, name, compose_config, shared_dir):
+def test_recipe_matches_its_published_source(group, name, compose_config, data_dir):
     cfg = _compose(group, name, compose_config)
     source, config = shared_copy(str(cfg.source))
     assert source.is_file(), f"{name}: source {source} does not exist"
@@ -100,9 +100,9 @@ def test_recipe_matches_its_published_source(group, name, compose_config, shared
             assert len(lpi) == value, f"{name}: stages"
 
 
-def test_shipped_calibration_table_is_the_published_one(shared_dir):
+def test_shipped_calibration_table_is_the_published_one(data_dir):
     """The package's copy carries the same rows and figures; only the file references are public locators."""
-    with open(shared_dir / "calibration" / "published-throughput.csv", newline="") as f:
+    with open(data_dir / "calibration" / "published-throughput.csv", newline="") as f:
         published = list(csv.DictReader(f))
     with open(TABLE, newline="") as f:
         shipped = list(csv.DictReader(f))
@@ -162,7 +162,7 @@ def published_values(source: Path, config: str) -> Tuple[Dict[str, Any], Dict[st
         return _from_tf1_bert(json.loads(source.read_text()))
     if name.endswith((".yml", ".yaml")):
         return _from_poptorch_app(yaml.safe_load(source.read_text())[config])
-    if source.parent.name == "seeds":
+    if source.parent.name == "graphcore-tutorials":
         return _from_tutorial(source.read_text())
     raise AssertionError(f"no reader for {source}")
 

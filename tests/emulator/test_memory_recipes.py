@@ -17,7 +17,7 @@ from ipuexp.emulator.memory import estimate_memory, plan_ipus
 from ipuexp.graph.capture import capture
 from ipuexp.graph.stages import assign_stages
 from ipuexp.execution.execution import build_plan
-from published import SHARED
+from published import DATA
 
 pytestmark = pytest.mark.slow  # captures BERT, GPT-2, ResNet-50 and ViT on meta tensors (seconds each)
 
@@ -78,10 +78,9 @@ def test_tensorflow_bert_runs_recompute_one_layer_at_a_time(recipe, cache_dir):
         assert layer.is_layer and peak["activations"] < 2 * (layer.saved_elements * 2 + layer.saved_int_bytes)
 
 
-CNN_CONFIGS = SHARED / "reference/graphcore-configs/examples/HEAD_vision_cnns_pytorch_train_configs.yml"
+CNN_CONFIGS = DATA / "graphcore-configs/examples/HEAD_vision_cnns_pytorch_train_configs.yml"
 
 
-@pytest.mark.skipif(not CNN_CONFIGS.is_file(), reason="shared reference material not found")
 @pytest.mark.parametrize("config", ["resnet50", "resnet50-pod4", "resnet50-pod64"])
 def test_pytorch_cnn_resnet50_on_one_ipu_fits(config, cache_dir, tmp_path, monkeypatch):
     # Graphcore's PyTorch CNN application trains ResNet-50 on one IPU per replica, no pipeline, with RecomputeAll

@@ -12,7 +12,7 @@ from ipuexp.config.importers import read
 from ipuexp.config.importers.recipe import write
 from ipuexp.config.store import recipe_names
 from ipuexp.config.user_recipes import ENV_VAR
-from published import SHARED, bundled, shared_copy
+from published import DATA, bundled, shared_copy
 
 MIRRORED = [n for n in recipe_names() if "graphcore-configs" in str(shared_copy(compose_recipe(n).source)[0])]
 
@@ -35,7 +35,6 @@ def test_every_mirrored_recipe_is_covered():
         set(MIRRORED)
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="shared reference material not found")
 @pytest.mark.parametrize("name", MIRRORED)
 def test_import_reproduces_the_recipe(name, recipe_dir):
     packaged = compose_recipe(name)
@@ -49,7 +48,6 @@ def test_import_reproduces_the_recipe(name, recipe_dir):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not SHARED.is_dir(), reason="shared reference material not found")
 @pytest.mark.parametrize("name", ["bert_large", "gpt2_medium", "resnet50", "vit_b16_pod64"])
 def test_imported_recipe_predicts_what_the_packaged_one_does(name, recipe_dir, tmp_path):
     from ipuexp.app import evaluate
@@ -81,7 +79,6 @@ def _import_run(row_id, tmp_path):
     return run, write(draft, f"imported_{row_id}")[1]
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="shared reference material not found")
 @pytest.mark.parametrize("row_id", CALIBRATION)
 def test_import_reproduces_the_calibration_run(row_id, recipe_dir, tmp_path):
     run, imported = _import_run(row_id, tmp_path)
@@ -90,7 +87,6 @@ def test_import_reproduces_the_calibration_run(row_id, recipe_dir, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not SHARED.is_dir(), reason="shared reference material not found")
 @pytest.mark.parametrize("row_id", CALIBRATION)
 def test_imported_calibration_run_predicts_what_the_run_does(row_id, recipe_dir, tmp_path):
     from ipuexp.app import evaluate

@@ -5,7 +5,7 @@ import pytest
 from rich.console import Console
 
 from ipuexp.report.__main__ import main
-from ipuexp.report.sweep import Point, ReportError, load, pareto_front, print_table, varying_options
+from ipuexp.report.sweep import Point, ReportError, Sweep, load, pareto_front, print_table, swept_options
 
 # (gradient accumulation, IO tiles, samples/s, bytes on each of 2 IPUs, fits)
 SWEEP = [
@@ -29,10 +29,54 @@ def test_pareto_front_keeps_fitting_points_nobody_beats_on_both_axes():
     assert pareto_front([]) == []
 
 
-def test_swept_options_are_the_parameters_that_vary():
-    pts = [Point("1", "1", {"a": "1", "b": "x", "tracking.uri": "u1", "c": "5"}, 1.0, 1.0, True),
-           Point("2", "2", {"a": "2", "b": "x", "tracking.uri": "u2", "c": "6"}, 1.0, 1.0, True)]
-    assert varying_options(pts) == ["a", "c"]
+def _run(name, params, sweep_id, tput=1.0, mem=1.0):
+    return Point(name, name, params, tput, mem, True, sweep_id=sweep_id)
+
+
+def test_swept_options_are_the_keys_that_vary_within_a_sweep():
+    pts = [_run("1", {"a": "1", "b": "x", "tracking.uri": "u1", "c": "5"}, "s1"),
+           _run("2", {"a": "2", "b": "x", "tracking.uri": "u2", "c": "6"}, "s1")]
+    assert swept_options(pts) == ["a", "c"]
+    # A run of its own sets a key no sweep varies (an imported ipu_config.json), and another run of its own
+    # has other values: neither is a sweep. A key only one run of a sweep has is not swept either.
+    pts += [_run("3", {"a": "7", "model.hf.ipu_config": "/data/ipu_config.json"}, None),
+            _run("4", {"a": "8", "b": "y"}, None),
+            _run("5", {"a": "3", "b": "x", "c": "5", "d": "only here"}, "s2"),
+            _run("6", {"a": "4", "b": "x", "c": "5"}, "s2")]
+    assert swept_options(pts) == ["a", "c"]
+    # A key constant within each sweep but different between two sweeps is not swept.
+    assert swept_options(pts[4:]) == ["a"]
+    assert swept_options(pts[2:4]) == []
+
+
+def test_table_fits_the_terminal_and_keeps_every_figure():
+    amp = ["0.2", "0.3", "[0.2, 0.4, 0.4, 0.4]", "[0.15, 0.25, 0.25, 0.25]"]
+    pts = [_run(f"r{n}", {"options.gradient_accumulation": str(ga), "options.device_iterations": str(di),
+                          "data.micro_batch_size": "16", "options.available_memory_proportion": a,
+                          "options.io.num_io_tiles": "32"}, "s1", tput=1000.0 + 37.3 * n, mem=(700 + 13 * n) * 2**20)
+           for n, (ga, di, a) in enumerate((ga, di, a) for ga in (512, 2048) for di in (1, 16) for a in amp)]
+    pts += [_run("single", {"options.gradient_accumulation": "100"}, None, tput=999.9, mem=2**30)]
+    sweep = Sweep("bert_large", pts, options=swept_options(pts))
+    assert sweep.options == ["options.gradient_accumulation", "options.device_iterations",
+                             "options.available_memory_proportion"]
+    for width in (120, 80, 64):
+        console = Console(record=True, width=width)
+        print_table(sweep, console)
+        text = console.export_text()
+        assert max(len(line) for line in text.splitlines()) <= width
+        for p in pts:
+            assert f"{p.throughput:,.1f}" in text and f"{p.peak_memory / 2**20:,.1f} MiB" in text
+    console = Console(record=True, width=120)
+    print_table(sweep, console)
+    text = console.export_text()
+    assert "[0.15, 0.25 x3]" in text and "accumulation" in text and "GA:" not in text  # whole headers
+    narrow = Console(record=True, width=64)
+    print_table(sweep, narrow)
+    assert "GA: options.gradient_accumulation" in narrow.export_text()  # initials, and what they stand for
+    assert "1,024.0 MiB" in text  # the 1 GiB run reads in the column's unit
+    front = pareto_front(pts)
+    rows = {line.split()[-1]: line for line in text.splitlines() if line.strip() and line.split()[-1].isdigit()}
+    assert sorted(rows, key=int) == [str(n) for n in range(1, len(front) + 1)]  # the Pareto points, numbered
 
 
 def test_runs_read_back_give_the_table_and_the_front(log_sweep, db_uri):
@@ -51,7 +95,7 @@ def test_runs_read_back_give_the_table_and_the_front(log_sweep, db_uri):
     console = Console(record=True, width=200)
     print_table(sweep, console)
     text = console.export_text()
-    assert "1,100.0" in text and "990.0 MB" in text and "gradient_accumulation" in text
+    assert "1,100.0" in text and "944.1 MiB" in text and "gradient" in text
 
 
 def test_cli_writes_csv_and_charts(log_sweep, db_uri, tmp_path: Path, capsys):
@@ -72,6 +116,24 @@ def test_cli_writes_csv_and_charts(log_sweep, db_uri, tmp_path: Path, capsys):
         assert image.shape[0] > 300 and image.shape[1] > 500
         assert image.std() > 0.01  # something is drawn
     assert "wrote" in capsys.readouterr().out
+
+
+def test_a_single_runs_own_setting_is_no_swept_key(log_sweep, db_uri, tmp_path: Path, capsys):
+    from ipuexp.config.compose import compose_config
+    from ipuexp.tracking import track_job
+    from ipuexp.tracking.store import client
+
+    log_sweep("s1", SWEEP)
+    cfg = compose_config([f"tracking.uri={db_uri}", "tracking.experiment=bert_large"])
+    with track_job(cfg) as run:  # a run of its own, outside any sweep
+        run.log_result(result(800.0, [600_000_000, 600_000_000], True))
+    client(db_uri).log_param(run.run_id, "model.hf.ipu_config", "/data/optimum/ipu_config.json")  # its override
+    out = tmp_path / "report"
+    assert main(["bert_large", "--uri", db_uri, "--out", str(out)]) == 0
+    assert load(db_uri, "bert_large").options == ["options.gradient_accumulation", "options.io.num_io_tiles"]
+    assert sorted(p.name for p in out.glob("*.png")) == [
+        "pareto.png", "throughput_vs_options.gradient_accumulation.png", "throughput_vs_options.io.num_io_tiles.png"]
+    assert "ipu_config" not in capsys.readouterr().out
 
 
 def test_sweep_selection_latest_and_all(log_sweep, db_uri):

@@ -10,14 +10,13 @@ import pytest
 from ipuexp.config.errors import ConfigError
 from ipuexp.config.importers import optimum
 from ipuexp.config.user_recipes import ENV_VAR
-from published import SHARED
+from published import DATA
 
-OPTIMUM = SHARED / "reference/optimum-graphcore"
+OPTIMUM = DATA / "optimum-graphcore"
 LM = OPTIMUM / "language-modeling_ipu_config.json"
 QA = OPTIMUM / "question-answering_roberta-large_ipu_config.json"
 CONVNEXT = OPTIMUM / "image-classification_convnext_ipu_config.json"
 MINIMAL = OPTIMUM / "tests_ipu_config_trainer_test.json"
-pytestmark = pytest.mark.skipif(not OPTIMUM.is_dir(), reason="shared reference material not found")
 
 
 def test_repeated_keys_keep_the_last_value_and_are_named_once():

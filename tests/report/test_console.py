@@ -1,0 +1,26 @@
+"""The console summary of a run: memory in binary units, one unit per column."""
+from ipuexp.report.console import print_result
+from ipuexp.result import IPUMemory, IPUModelFigures, MemoryFigures, ModelFigures, Result, ThroughputFigures
+from ipuexp.units import KIB, MIB
+
+
+def test_memory_tables_use_binary_units(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
+    capacity = 1472 * 624 * KIB
+    ipus = [IPUMemory(ipu=i, capacity_bytes=capacity, total_bytes=b, always_live_bytes=b // 2,
+                      not_always_live_bytes=b - b // 2, max_tile_bytes=b // 1472, max_tile=i * 1472, fits=i == 0)
+            for i, b in enumerate([int(700 * MIB), int(1100 * MIB)])]
+    model = ModelFigures(name="bert_large", parameters=336_000_000, flops_per_sample=2.4e11,
+                         fwd_flops_per_sample=8e10, bwd_flops_per_sample=1.6e11, num_stages=2, ipus_per_replica=2,
+                         capture_seconds=0.1,
+                         ipus=[IPUModelFigures(ipu=i, stages=[i], blocks=[], parameters=1, fwd_flops=1, bwd_flops=1,
+                                               saved_activation_bytes=int(266.05 * MIB),
+                                               boundary_out_bytes=2 * MIB) for i in range(2)])
+    print_result(Result(recipe="bert_large", model=model, fits=False, memory=MemoryFigures(fits=False, ipus=ipus),
+                        throughput=ThroughputFigures(samples_per_s=3500.0, step_time_s=1.0, bubble_fraction=0.1,
+                                                     utilisation=[0.5, 1.0])))
+    out = capsys.readouterr().out
+    assert " MB" not in out and " GB" not in out
+    assert "266.05 MiB" in out and "2.00 MiB" in out
+    assert "700.00 MiB" in out and "1,100.00 MiB" in out  # an IPU over 1 GiB reads in the column's MiB
+    assert "486.96 KiB (tile 0)" in out  # 700 MiB over 1472 tiles
