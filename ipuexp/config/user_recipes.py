@@ -94,7 +94,7 @@ def write_recipe(name: str, body: Mapping[str, Any], header: Sequence[str] = (),
 
     path = recipe_path(name, recipe_names())
     if path.exists() and not overwrite:
-        raise ConfigError("recipe name", name, f"{path} exists; allowed: another name, or overwrite it")
+        raise ConfigError("recipe name", name, f"{path} exists; allowed: another name, or --force to replace it")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_recipe(body, header, comments), encoding="utf-8")
     return path

@@ -154,8 +154,15 @@ def _model_error(cfg: Any, message: str) -> ConfigError:
     if not match:
         return ConfigError("model.name", value_at(cfg, "model.name"), message)
     key, rest = match.groups()
+    value = value_at(cfg, key)
     allowed = rest.split("allowed:", 1)[1].strip() if "allowed:" in rest else rest
-    return ConfigError(key, value_at(cfg, key), f"allowed: {allowed}")
+    # What the model found wrong, less the value's own repr (the error names it) and the generic phrases.
+    reason = rest.split("allowed:", 1)[0].strip().rstrip(";").strip() if "allowed:" in rest else ""
+    for prefix in (f"{value!r}:", repr(value)):
+        reason = reason[len(prefix):].strip() if reason.startswith(prefix) else reason
+    if not reason or reason.startswith("is "):  # "'x' is not allowed; ...": the error's own wording says it
+        return ConfigError(key, value, f"allowed: {allowed}")
+    return ConfigError(key, value, f"{reason}; allowed: {allowed}")
 
 
 def _check_amp(cfg: Any, w: Warnings, ipr: int) -> None:

@@ -152,12 +152,25 @@ def _swap_dropout(model: nn.Module) -> None:
                 module._modules[name] = Dropout(child.p)
 
 
+SUPPORTED_EXAMPLES = ("bert", "roberta", "gpt2", "vit", "llama")
+"""Model types of the shipped configurations (``models/hf_configs``), named when a config.json's type is unknown."""
+
+
 def _transformers_model(source: HFSource, task: str) -> nn.Module:
     import transformers
     from transformers import AutoConfig
     from transformers.models.auto import modeling_auto
 
     register()
+    from transformers import CONFIG_MAPPING
+
+    model_type = source.config.get("model_type")
+    if model_type not in CONFIG_MAPPING:
+        known = list(CONFIG_MAPPING.keys())
+        raise ValueError(f"model.hf.config: {source.label!r}: its model_type {model_type!r} is unknown to "
+                         f"Transformers {transformers.__version__}; allowed: a config.json whose model_type is one of "
+                         f"its {len(known)} types, such as {', '.join(SUPPORTED_EXAMPLES)} (the full list: "
+                         "python -c 'import transformers; print(sorted(transformers.CONFIG_MAPPING))')") from None
     try:
         config = AutoConfig.for_model(**source.config)
     except (ValueError, KeyError, TypeError) as exc:

@@ -121,7 +121,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     imp.add_argument("--source", help="public locator of FILE (repository@commit:path), cited in the recipe")
     imp.add_argument("--ipu", choices=("mk1", "mk2", "bow"), help="IPU generation (default mk2)")
     imp.add_argument("--system", help="system (default: the smallest POD that holds the run)")
-    imp.add_argument("--overwrite", action="store_true", help="replace an existing recipe of that name")
+    imp.add_argument("--force", "--overwrite", dest="overwrite", action="store_true",
+                     help="replace an existing recipe of that name in the recipe folder")
     lst = sub.add_parser("list", help="the configurations a file holds")
     lst.add_argument("file")
     args = parser.parse_args(argv)
@@ -133,6 +134,10 @@ def main(argv: Optional[List[str]] = None) -> None:
     except ConfigError as err:
         what = f"cannot import {args.spec}" if args.command == "import" else f"cannot read {args.file}"
         print(f"ipuexp.recipes: {what}: {err}", file=sys.stderr)
+        sys.exit(EXIT_REFUSED)
+    except OSError as err:  # a file that cannot be read: one line, no traceback
+        name = args.spec if args.command == "import" else args.file
+        print(f"ipuexp.recipes: cannot read {_split(name)[0]}: {err.strerror or err}", file=sys.stderr)
         sys.exit(EXIT_REFUSED)
 
 

@@ -74,8 +74,22 @@ def test_an_unknown_model_type_is_named(tmp_path):
     (tmp_path / "config.json").write_text('{"model_type": "no_such_type"}')
     with pytest.raises(ValueError) as err:
         _meta(_cfg(str(tmp_path / "config.json")))
-    assert str(err.value).startswith(f"model.hf.config: {tmp_path.name!r} cannot be read by Transformers 5.23.0 "
-                                     "(Unrecognized model identifier: no_such_type)")
+    assert str(err.value).startswith(f"model.hf.config: {tmp_path.name!r}: its model_type 'no_such_type' is unknown "
+                                     "to Transformers 5.23.0; allowed: a config.json whose model_type is one of its")
+    assert "bert, roberta, gpt2" in str(err.value)
+
+
+def test_an_unknown_model_type_is_one_line_naming_it(tmp_path):
+    # Through the command line: the value, and what is allowed.
+    import subprocess
+    import sys
+
+    (tmp_path / "config.json").write_text('{"model_type": "no_such_type"}')
+    proc = subprocess.run([sys.executable, "-m", "ipuexp", "model=hf", f"model.hf.config={tmp_path}",
+                           "tracking.enabled=false"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert "model_type 'no_such_type' is unknown" in line and "allowed:" in line and "bert" in line
 
 
 def test_a_backbone_without_a_layer_list_is_named():

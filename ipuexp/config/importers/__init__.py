@@ -18,8 +18,14 @@ from ipuexp.config.importers.mapping import Draft, as_int, refuse
 def load_yaml(path: Path) -> Dict[str, Any]:
     import yaml
 
-    with open(path, encoding="utf-8") as f:
-        data = yaml.safe_load(f)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except yaml.YAMLError as exc:  # one line with where it broke, not the parser's traceback
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise refuse("file", str(path), f"allowed: valid YAML (invalid{where}: {problem})") from None
     if not isinstance(data, dict):
         raise refuse("file", str(path), "allowed: a YAML mapping of named configurations")
     return data

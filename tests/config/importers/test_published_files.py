@@ -124,3 +124,37 @@ def test_every_imported_configuration_runs(outcomes, tmp_path_factory):
         assert len(result.memory.ipus) == len(set(result.memory.ipus and [i.ipu for i in result.memory.ipus]))
         ran += 1
     assert ran == 100
+
+
+def test_invalid_yaml_is_one_line_with_line_and_column(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "broken.yml").write_text("a: [1, 2\nb: c: d\n")
+    proc = subprocess.run([sys.executable, "-m", "ipuexp.recipes", "import", "broken.yml", "--name", "x"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "ipuexp.recipes: cannot import broken.yml: file='broken.yml' is invalid: allowed: valid YAML (invalid at "
+        "line 2, column 2: expected ',' or ']', but got ':')"]
+    assert not (tmp_path / "recipes").exists()
+
+
+def test_an_existing_recipe_is_kept_unless_forced_and_names_stay_in_the_folder(tmp_path):
+    import subprocess
+    import sys
+
+    spec = f"{DATA / 'graphcore-configs/examples/HEAD_vision_vit_pytorch_configs.yml'}:b16_in1k_pretrain"
+
+    def imp(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "ipuexp.recipes", "import", spec, *args], capture_output=True,
+                              text=True, cwd=tmp_path, timeout=300)
+
+    assert imp("--name", "mine").returncode == 0
+    path = tmp_path / "recipes" / "mine.yaml"
+    path.write_text(path.read_text() + "# my edit\n")
+    again = imp("--name", "mine")
+    assert again.returncode == 2 and "--force" in again.stderr and "# my edit" in path.read_text()
+    assert imp("--name", "mine", "--force").returncode == 0 and "# my edit" not in path.read_text()
+    outside = imp("--name", "../escape")
+    assert outside.returncode == 2 and not (tmp_path / "escape.yaml").exists()
