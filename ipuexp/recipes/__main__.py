@@ -95,7 +95,9 @@ def cmd_import(args: argparse.Namespace) -> int:
               file=sys.stderr)
     opts = exp.options
     print(f"wrote {written} from {draft.source}")
-    print(f"  model {exp.model.name}-{exp.model.size}, micro-batch {exp.data.micro_batch_size}, "
+    model = f"{exp.model.hf.config} ({exp.model.hf.task})" if exp.model.name == "hf" else \
+        f"{exp.model.name}-{exp.model.size}"
+    print(f"  model {model}, micro-batch {exp.data.micro_batch_size}, "
           f"{opts.replication_factor} replicas, layers per IPU {list(opts.pipeline.layers_per_ipu)}, "
           f"gradient accumulation {opts.gradient_accumulation}, system {exp.system.name}")
     print(f"run it: python -m ipuexp +recipe={args.name}")

@@ -10,6 +10,12 @@ from ipuexp.config.importers.mapping import Draft, as_bool, as_int, choose, refu
 from ipuexp.config.importers.pytorch_app import COMMON, RECOMPUTE, App, heads_on_first_ipu, zoo_transformer
 
 
+DATASETS = ("pretraining", "generated", "squad")
+"""What the application trains: pre-training (MLM and NSP heads, the zoo's BERT) or SQuAD fine-tuning (run_squad.py:
+Transformers' BertForQuestionAnswering, the span head, which ``model=hf`` runs with ``question-answering``)."""
+SQUAD_NOTE = "dataset: squad: run_squad.py fine-tunes Transformers' BertForQuestionAnswering (span prediction)"
+
+
 class BertApp(App):
     name, title, family = "bert", "Graphcore's BERT example (PyTorch)", "bert"
     rules = {
@@ -18,7 +24,8 @@ class BertApp(App):
                                                                         "LAMBNoBiasCorrection": "lamb", "SGD": "sgd"})),
         "vocab_size": to("model.vocab_size", as_int),
         "sequence_length": to("model.sequence_length", as_int),
-        "dataset": lambda d, k, v: d.skip(k) if str(v) in ("pretraining", "generated") else _no_head(k, v),
+        # squad picks the model (``model``); pre-training data changes nothing the emulator predicts.
+        "dataset": lambda d, k, v: None if str(v) == "squad" else d.skip(k) if str(v) in DATASETS else _no_head(k, v),
         "packed_data": lambda d, k, v: d.skip(k) if not as_bool(k, v) else _no_packing(k, v),
     }
     code = (
@@ -33,8 +40,17 @@ class BertApp(App):
     def model(self, draft: Draft, cfg: Mapping[str, Any]) -> None:
         zoo_transformer(draft, cfg, "bert", {"hidden": "hidden_size", "heads": "num_attention_heads"},
                         "num_hidden_layers")
-        if str(cfg.get("dataset", "pretraining")) not in ("pretraining", "generated"):
+        dataset = str(cfg.get("dataset", "pretraining"))
+        if dataset not in DATASETS:
             _no_head("dataset", cfg["dataset"])
+        if dataset == "squad":
+            size = draft.values.pop("model.size")
+            dims = draft.notes.pop("model.size", "")
+            draft.set("model.name", "hf", SQUAD_NOTE)
+            draft.set("model.hf.config", f"bert-{size}-uncased", f"{dims}: BERT-{size.capitalize()}, uncased vocabulary "
+                      "(the checkpoint run_squad.py starts from)")
+            draft.set("model.hf.task", "question-answering", SQUAD_NOTE)
+            return
         seq = as_int("sequence_length", cfg.get("sequence_length", 128))
         if "mask_tokens" in cfg:
             from ipuexp.models.bert import mask_tokens_for
@@ -45,12 +61,14 @@ class BertApp(App):
 
     def finish(self, draft: Draft, cfg: Mapping[str, Any]) -> None:
         super().finish(draft, cfg)
+        if str(cfg.get("dataset", "pretraining")) == "squad":
+            return  # modeling.py: the span head (QA outputs) stays with the last layers, on the last IPU
         heads_on_first_ipu(draft, "modeling.py: pooler and MLM/NSP heads back on IPU 0, tied to the word embedding")
 
 
 def _no_head(key: str, value: Any) -> None:
-    raise refuse(key, value, "the zoo's BERT has the pretraining heads (MLM and NSP) only; allowed: pretraining, "
-                 "generated (a task head such as SQuAD span prediction is not in the zoo)")
+    raise refuse(key, value, f"allowed: {', '.join(DATASETS)} (the pre-training heads, or SQuAD's span head through "
+                 "model=hf)")
 
 
 def _no_packing(key: str, value: Any) -> None:

@@ -39,14 +39,14 @@ def test_every_configuration_imports_or_is_refused_in_one_line(outcomes):
     refused = [(p.name, n, r) for p, n, r in outcomes if isinstance(r, ConfigError)]
     for _, _, err in refused:
         assert "\n" not in str(err) and str(err).startswith(f"{err.key}=") and err.key
-    assert len(imported) == 100 and len(refused) == 142
+    assert len(imported) == 102 and len(refused) == 140
     keys = {}
     for _, _, err in refused:
         keys[err.key] = keys.get(err.key, 0) + 1
     assert keys == {"model": 52, "use_prepacked_pretraining_dataset": 16, "pipeline_splits": 16, "cmd": 10,
                     "packed_data": 9, "identical_replica_seeding": 8, "hidden_size": 5, "parameters": 4,
                     "options.gradient_accumulation": 4, "model_size": 4, "options.device_iterations": 3,
-                    "dataset": 2, "config": 2, "options.available_memory_proportion": 2, "model-name": 2,
+                    "config": 2, "options.available_memory_proportion": 2, "model-name": 2,
                     "use_packed_sequence_format": 1, "norm-layer": 1, "global-batch-size": 1}
 
 
@@ -54,7 +54,7 @@ def test_every_configuration_imports_or_is_refused_in_one_line(outcomes):
 def test_refusals_name_what_ipuexp_lacks(outcomes):
     by = {(p.name, n): r for p, n, r in outcomes}
     squad = by[("187775b_applications_pytorch_bert_configs.yml", "squad_large_384")]
-    assert squad.key == "dataset" and "SQuAD span prediction is not in the zoo" in str(squad)
+    assert not isinstance(squad, ConfigError) and squad.model.hf.task == "question-answering"
     tiny = by[("HEAD_nlp_bert_pytorch_configs_pretraining.yml", "demo_tiny_128")]
     assert tiny.key == "hidden_size" and "768 12 (base), 1024 16 (large)" in str(tiny)
     xl = by[("HEAD_nlp_gpt2_pytorch_benchmarks.yml", "pytorch_gpt2_xlarge_infer_gen_pod16")]
@@ -123,7 +123,7 @@ def test_every_imported_configuration_runs(outcomes, tmp_path_factory):
         assert result.throughput.samples_per_s > 0, (path.name, name)
         assert len(result.memory.ipus) == len(set(result.memory.ipus and [i.ipu for i in result.memory.ipus]))
         ran += 1
-    assert ran == 100
+    assert ran == 102
 
 
 def test_invalid_yaml_is_one_line_with_line_and_column(tmp_path):
@@ -141,14 +141,16 @@ def test_invalid_yaml_is_one_line_with_line_and_column(tmp_path):
 
 
 def test_an_existing_recipe_is_kept_unless_forced_and_names_stay_in_the_folder(tmp_path):
+    import os
     import subprocess
     import sys
 
     spec = f"{DATA / 'graphcore-configs/examples/HEAD_vision_vit_pytorch_configs.yml'}:b16_in1k_pretrain"
 
     def imp(*args: str) -> subprocess.CompletedProcess:
+        env = dict(os.environ, IPUEXP_RECIPE_DIR=str(tmp_path / "recipes"))
         return subprocess.run([sys.executable, "-m", "ipuexp.recipes", "import", spec, *args], capture_output=True,
-                              text=True, cwd=tmp_path, timeout=300)
+                              text=True, cwd=tmp_path, timeout=300, env=env)
 
     assert imp("--name", "mine").returncode == 0
     path = tmp_path / "recipes" / "mine.yaml"
@@ -158,3 +160,25 @@ def test_an_existing_recipe_is_kept_unless_forced_and_names_stay_in_the_folder(t
     assert imp("--name", "mine", "--force").returncode == 0 and "# my edit" not in path.read_text()
     outside = imp("--name", "../escape")
     assert outside.returncode == 2 and not (tmp_path / "escape.yaml").exists()
+
+
+@pytest.mark.parametrize("config, layers, hf_config", [("squad_base_384", [0, 4, 4, 4], "bert-base-uncased"),
+                                                       ("squad_large_384", [2, 3, 3, 3, 3, 3, 3, 4],
+                                                        "bert-large-uncased")])
+def test_bert_squad_configurations_import_as_transformers_span_prediction(tmp_path, monkeypatch, config, layers,
+                                                                          hf_config):
+    from ipuexp.app import evaluate
+    from ipuexp.config.compose import compose_recipe
+    from ipuexp.config.importers import read
+    from ipuexp.config.importers.recipe import write
+
+    monkeypatch.setenv("IPUEXP_RECIPE_DIR", str(tmp_path))
+    path = DATA / "graphcore-configs/examples/187775b_applications_pytorch_bert_configs.yml"
+    draft = read(path, config, f"graphcore/examples@187775b:applications/pytorch/bert/configs.yml#{config}")
+    write(draft, f"imported_{config}")
+    exp = compose_recipe(f"imported_{config}")
+    assert (exp.model.name, exp.model.hf.config, exp.model.hf.task) == ("hf", hf_config, "question-answering")
+    assert list(exp.options.pipeline.layers_per_ipu) == layers and exp.options.pipeline.device_mapping is None
+    assert exp.model.sequence_length == 384
+    result = evaluate(exp).result
+    assert result.memory.fits and result.throughput.samples_per_s > 0
