@@ -11,6 +11,8 @@ import json
 import sys
 from typing import Dict
 
+from ipuexp.units import MIB  # IPU memory in binary units, as PopVision shows it
+
 FIELDS = ("samples_per_s", "step_time_s", "bubble_fraction", "fits", "max_ipu_bytes", "max_tile_bytes")
 
 
@@ -47,7 +49,7 @@ def main() -> int:
     with open(args.compare) as f:
         before = json.load(f)
     changed = 0
-    print("| run | samples/s before | after | change | max IPU MB before | after | fullest tile B before | after |")
+    print("| run | samples/s before | after | change | max IPU MiB before | after | fullest tile B before | after |")
     print("|---|---|---|---|---|---|---|---|")
     for name in sorted(set(before) | set(now)):
         b, a = before.get(name), now.get(name)
@@ -59,7 +61,7 @@ def main() -> int:
         changed += not same
         rel = 100 * (a["samples_per_s"] / b["samples_per_s"] - 1)
         print(f"| {name} | {b['samples_per_s']:,.1f} | {a['samples_per_s']:,.1f} | {rel:+.2f}% | "
-              f"{b['max_ipu_bytes'] / 1e6:,.1f} | {a['max_ipu_bytes'] / 1e6:,.1f} | {b['max_tile_bytes']:,.0f} | "
+              f"{b['max_ipu_bytes'] / MIB:,.1f} | {a['max_ipu_bytes'] / MIB:,.1f} | {b['max_tile_bytes']:,.0f} | "
               f"{a['max_tile_bytes']:,.0f} |")
     print(f"\n{changed} of {len(set(before) | set(now))} runs changed")
     return 1 if changed else 0

@@ -17,3 +17,5 @@ def test_one_unit_per_column():
     assert unit == "MiB"
     assert [human_bytes(v, 1, unit) for v in column] == ["1,069.5 MiB", "969.5 MiB", "1,228.8 MiB"]
     assert column_unit([]) == "B" and column_unit([0, 2 * KIB]) == "KiB"
+    assert column_unit([1.1 * GIB, 1.5 * GIB]) == "GiB"
+    assert column_unit([1.1 * GIB, 1.5 * GIB], largest="MiB") == "MiB"  # IPU memory: MiB, as PopVision

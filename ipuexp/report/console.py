@@ -1,19 +1,21 @@
-"""The console summary of a result."""
+"""The console summary of a result. Counts (parameters, FLOPs) are decimal; memory is binary (``ipuexp.units``)."""
 from __future__ import annotations
 
 from ipuexp.result import Result
+from ipuexp.units import column_unit, human_bytes
 
 
-def _si(x: float, unit: str = "") -> str:
+def _si(x: float) -> str:
     for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= scale:
-            return f"{x / scale:.2f} {prefix}{unit}"
-    return f"{x:.0f} {unit}".rstrip()
+            return f"{x / scale:.2f} {prefix}"
+    return f"{x:.0f}"
 
 
 def print_result(result: Result) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     m = result.model
     # A recipe run with a model of its own (``model.name=hf``, ``model.name=custom``) names the model too.
@@ -23,20 +25,29 @@ def print_result(result: Result) -> None:
                         f"{m.flops_per_sample / 1e9:.1f} GFLOPs per sample, {m.num_stages} stages")
     for col in ("IPU", "stages", "parameters", "fwd FLOPs/mb", "bwd FLOPs/mb", "saved act./mb", "boundary out/mb"):
         table.add_column(col, justify="right")
+    saved = column_unit((ipu.saved_activation_bytes for ipu in m.ipus), largest="MiB")
+    sent = column_unit((ipu.boundary_out_bytes for ipu in m.ipus), largest="MiB")
     for ipu in m.ipus:
         table.add_row(str(ipu.ipu), ",".join(map(str, ipu.stages)), _si(ipu.parameters), _si(ipu.fwd_flops),
-                      _si(ipu.bwd_flops), _si(ipu.saved_activation_bytes, "B"), _si(ipu.boundary_out_bytes, "B"))
+                      _si(ipu.bwd_flops), human_bytes(ipu.saved_activation_bytes, 1, saved),
+                      human_bytes(ipu.boundary_out_bytes, 1, sent))
     console = Console()
     console.print(table)
     if result.memory is not None:
         mem = Table(title="Memory per IPU (fullest tile decides)")
-        for col in ("IPU", "total", "of IPU", "always-live", "not-always-live", "fullest tile", "fits"):
-            mem.add_column(col, justify="right")
-        for ipu in result.memory.ipus:
-            share = ipu.total_bytes / max(ipu.capacity_bytes, 1)
-            mem.add_row(str(ipu.ipu), _si(ipu.total_bytes, "B"), f"{share:.0%}", _si(ipu.always_live_bytes, "B"),
-                        _si(ipu.not_always_live_bytes, "B"), f"{ipu.max_tile_bytes} B (tile {ipu.max_tile})",
-                        "yes" if ipu.fits else "[red]no[/red]")
+        ipus = result.memory.ipus
+        # One unit per column (an IPU over 1 GiB next to ones under it still reads in MiB).
+        total, always, rest = (column_unit((getattr(i, k) for i in ipus), largest="MiB")
+                               for k in ("total_bytes", "always_live_bytes", "not_always_live_bytes"))
+        rows = [(str(ipu.ipu), human_bytes(ipu.total_bytes, 1, total),
+                 f"{ipu.total_bytes / max(ipu.capacity_bytes, 1):.0%}", human_bytes(ipu.always_live_bytes, 1, always),
+                 human_bytes(ipu.not_always_live_bytes, 1, rest), human_bytes(ipu.max_tile_bytes, 1, "KiB"),
+                 str(ipu.max_tile), Text("yes") if ipu.fits else Text("no", style="red")) for ipu in ipus]
+        headers = ("IPU", "total", "of IPU", "always live", "not always live", "fullest tile", "tile", "fits")
+        for n, col in enumerate(headers):  # headers wrap between words on a narrow terminal; figures never do
+            mem.add_column(col, justify="right", min_width=max(len(str(r[n])) for r in rows))
+        for row in rows:
+            mem.add_row(*row)
         console.print(mem)
         for line in result.memory.report:
             console.print(line, markup=False)

@@ -1,15 +1,17 @@
 """A PNG Gantt chart of one step: forward, recomputation and backward blocks per IPU over time.
 
 Colours follow IPU optimisation guide Fig. 5.1 (blue forward, cyan recomputed forward, red backward); the profile
-in the PopTorch pipelining tutorial shows the same view. With many micro-batches the whole step is one panel and
-a second panel zooms on the ramp-up, where the blocks of single micro-batches can be read.
+in the PopTorch pipelining tutorial shows the same view. A long step is cut into stretches (``step_segments``):
+the first and last micro-batches to scale, with each block's micro-batch written on it where it fits, and between
+them, behind break marks, the steady state summed up as each IPU's share of it per category.
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Sequence, Tuple, Union
 
 from ipuexp.emulator.pipeline import Event
+from ipuexp.report.step_segments import Segment, micro_batches, segments, shares
 
 COLOURS: Dict[str, str] = {
     "fwd": "tab:blue",
@@ -22,107 +24,148 @@ COLOURS: Dict[str, str] = {
 }
 LABELS = {"fwd": "forward", "recompute": "recompute", "bwd": "backward", "exchange": "exchange / sync",
           "host_io": "host IO", "all_reduce": "all-reduce", "weight_update": "weight update"}
-ZOOM_MICRO_BATCHES = 12
-"""Above this many micro-batches a second panel zooms on the start of the step."""
+LETTERS = {"fwd": "F", "recompute": "R", "bwd": "B"}
+SUMMED_WIDTH = 0.1
+"""Share of the chart's width each summed-up stretch takes."""
+MIN_SCALED_WIDTH = 0.15
+"""Least share of the width a stretch drawn to scale takes, however short."""
+FONT = 6.5
+DPI = 110
 
 
-def _zoom_end(events: Sequence[Event]) -> Optional[float]:
-    """End of the backward of micro-batch 3 on the first stage: ramp-up plus a few steady cycles."""
-    mbs = {e.micro_batch for e in events if e.micro_batch >= 0}
-    if len(mbs) <= ZOOM_MICRO_BATCHES:
-        return None
-    target = min(3, max(mbs))
-    first_stage = min(e.stage for e in events if e.stage >= 0)
-    ends = [e.start_s + e.duration_s for e in events
-            if e.category == "bwd" and e.micro_batch == target and e.stage == first_stage]
-    if not ends:  # inference: forward passes only
-        ends = [e.start_s + e.duration_s for e in events if e.micro_batch == 2 * target]
-    return max(ends) if ends else None
+def _time_unit(end: float) -> Tuple[float, str]:
+    return (1e3, "ms") if end >= 1e-3 else (1e6, "µs")
 
 
-def _draw(ax, events: Sequence[Event], ipus: List[int], scale: float, unit: str, label_blocks: bool,
-          window: Optional[Tuple[float, float]]) -> None:
-    by_key: Dict[Tuple[int, str], List[Tuple[float, float]]] = {}
+def _widths(parts: List[Segment]) -> List[float]:
+    scaled = [p for p in parts if not p.summed]
+    room = 1.0 - SUMMED_WIDTH * (len(parts) - len(scaled))
+    total = sum(p.duration_s for p in scaled) or 1.0
+    raw = [max(MIN_SCALED_WIDTH, room * p.duration_s / total) for p in scaled]
+    k = room / sum(raw)
+    it = iter(raw)
+    return [SUMMED_WIDTH if p.summed else next(it) * k for p in parts]
+
+
+def _draw_scaled(ax, events: Sequence[Event], rows: Dict[int, int], part: Segment, scale: float) -> List[Event]:
+    """The blocks of one stretch to scale; returns the passes in it, for their labels."""
+    spans: Dict[Tuple[int, str], List[Tuple[float, float]]] = {}
+    inside = []
     for e in events:
-        if window and (e.start_s > window[1] or e.start_s + e.duration_s < window[0]):
+        if e.start_s >= part.end_s or e.start_s + e.duration_s <= part.start_s:
             continue
-        by_key.setdefault((e.ipu, e.category), []).append((e.start_s * scale, e.duration_s * scale))
-    row = {ipu: n for n, ipu in enumerate(ipus)}
-    for (ipu, cat), spans in by_key.items():
-        ax.broken_barh(spans, (row[ipu] - 0.4, 0.8), facecolors=COLOURS.get(cat, "0.3"), linewidth=0)
-    if label_blocks and window:
-        for e in events:
-            if e.category in ("fwd", "bwd") and e.start_s < window[1] and e.start_s + e.duration_s > window[0]:
-                ax.text((e.start_s + e.duration_s / 2) * scale, row[e.ipu], f"{'F' if e.category == 'fwd' else 'B'}"
-                        f"{e.micro_batch}", ha="center", va="center", fontsize=6, color="white", clip_on=True)
-    ax.set_yticks(range(len(ipus)), [f"IPU {i}" for i in ipus])
-    ax.invert_yaxis()
-    ax.set_xlabel(f"time ({unit})")
-    if window:
-        ax.set_xlim(window[0] * scale, window[1] * scale)
+        spans.setdefault((e.ipu, e.category), []).append((e.start_s * scale, e.duration_s * scale))
+        if e.category in LETTERS:
+            inside.append(e)
+    for (ipu, cat), bars in spans.items():
+        ax.broken_barh(bars, (rows[ipu] - 0.4, 0.8), facecolors=COLOURS.get(cat, "0.3"), linewidth=0)
+    ax.set_xlim(part.start_s * scale, part.end_s * scale)
+    return inside
 
 
-def _raster(ax, events: Sequence[Event], ipus: List[int], end: float, scale: float, unit: str,
-            width: int = 1600) -> None:
-    """Whole-step panel for many micro-batches: each pixel column shows the category that fills most of it
-    (tens of thousands of blocks would each be narrower than a pixel and drawing them takes seconds)."""
-    import numpy as np
-    from matplotlib.colors import ListedColormap, to_rgb
+def _label_blocks(ax, passes: Sequence[Event], rows: Dict[int, int], part: Segment, scale: float) -> None:
+    """Each pass's micro-batch on its block ("F12", upright on a narrow block, else "12"), where it fits."""
+    box = ax.get_window_extent()
+    px_per_s = box.width / max(part.duration_s, 1e-12)
+    bar_px = 0.8 * box.height / max(len(rows), 1) - 4
+    char_px = 0.64 * FONT * DPI / 72  # DejaVu Sans digits are 0.64 em wide
+    line_px = 1.2 * FONT * DPI / 72
+    for e in passes:
+        a, b = max(e.start_s, part.start_s), min(e.start_s + e.duration_s, part.end_s)
+        room = (b - a) * px_per_s - 3
+        text = f"{LETTERS[e.category]}{e.micro_batch}"
+        number = str(e.micro_batch)
+        for label, rotation in ((text, 0), (text, 90), (number, 0), (number, 90)):
+            along, across = (room, bar_px) if rotation == 0 else (bar_px, room)
+            if len(label) * char_px <= along and line_px <= across:
+                ax.text((a + b) / 2 * scale, rows[e.ipu], label, ha="center", va="center", fontsize=FONT,
+                        rotation=rotation, color="white", clip_on=True)
+                break
 
-    cats = list(COLOURS)
-    dt = end / width
-    cover = np.zeros((len(ipus), len(cats), width + 1))
-    row = {ipu: n for n, ipu in enumerate(ipus)}
-    for e in events:
-        c = cats.index(e.category) if e.category in cats else None
-        if c is None:
-            continue
-        a, b = e.start_s / dt, (e.start_s + e.duration_s) / dt
-        i0, i1 = int(a), min(int(b), width)
-        line = cover[row[e.ipu], c]
-        if i0 == i1:
-            line[i0] += b - a
-        else:
-            line[i0] += i0 + 1 - a
-            line[i0 + 1:i1] += 1.0
-            line[i1] += b - i1
-    # A column shows its busiest category when the IPU works in at least a tenth of it, else it is left blank.
-    best = np.where(cover.sum(axis=1) >= 0.1, cover.argmax(axis=1), len(cats))
-    cmap = ListedColormap([to_rgb(COLOURS[c]) for c in cats] + [(1.0, 1.0, 1.0)])
-    ax.imshow(best[:, :width], aspect="auto", interpolation="nearest", cmap=cmap, vmin=0, vmax=len(cats),
-              extent=(0, end * scale, len(ipus) - 0.5, -0.5))
-    ax.set_yticks(range(len(ipus)), [f"IPU {i}" for i in ipus])
-    ax.set_xlabel(f"time ({unit})")
+
+def _draw_summed(ax, events: Sequence[Event], rows: Dict[int, int], part: Segment, scale: float,
+                 unit: str) -> None:
+    """Each IPU's share of the stretch per category, as bars side by side in a frame the stretch's length; the
+    blank rest of the frame is idle time."""
+    from matplotlib.patches import Rectangle
+
+    busy = shares(events, part)
+    for ipu, row in rows.items():
+        x = 0.0
+        for cat in COLOURS:
+            share = busy.get(ipu, {}).get(cat, 0.0)
+            if share > 0:
+                ax.broken_barh([(x, share)], (row - 0.4, 0.8), facecolors=COLOURS[cat], linewidth=0)
+                x += share
+        ax.add_patch(Rectangle((0.0, row - 0.4), 1.0, 0.8, fill=False, edgecolor="0.35", linewidth=0.6))
+        ax.text(0.5, row, f"busy {min(x, 1.0):.0%}", ha="center", va="center", fontsize=FONT, color="0.1",
+                bbox=dict(facecolor="white", alpha=0.8, linewidth=0, pad=1.0))
+    ax.set_xlim(-0.04, 1.04)
+    ax.set_xticks([0.5], [f"{part.duration_s * scale:,.1f} {unit}"])
+    ax.tick_params(axis="x", length=0, labelsize=7)
+    ax.set_xlabel(part.label, fontsize=7, color="0.25")
+    ax.set_facecolor("0.96")
+
+
+def _break_marks(ax, left: bool, right: bool) -> None:
+    """Diagonal strokes on the top and bottom edges where the time axis is cut (fixed in size, not in data)."""
+    xs = ([0.0] if left else []) + ([1.0] if right else [])
+    for x in xs:
+        ax.plot([x, x], [0.0, 1.0], transform=ax.transAxes, linestyle="none", marker=[(-1, -2), (1, 2)],
+                markersize=9, markeredgewidth=0.9, color="k", clip_on=False)
 
 
 def draw_gantt(events: Sequence[Event], path: Union[str, Path], title: str = "") -> Path:
     """Draw the step's events (``ipuexp.emulator.timing.step_events``) to a PNG at ``path``."""
-    import matplotlib
+    path = Path(path)
+    fig = gantt_figure(events, title)
+    fig.savefig(path, dpi=DPI)
+    return path
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def gantt_figure(events: Sequence[Event], title: str = "") -> Any:
+    """The chart as a matplotlib ``Figure`` (object API, rendered by Agg: no pyplot state)."""
+    from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    path = Path(path)
     events = [e for e in events if e.duration_s > 0]
     ipus = sorted({e.ipu for e in events})
+    rows = {ipu: n for n, ipu in enumerate(ipus)}
     end = max((e.start_s + e.duration_s for e in events), default=0.0)
-    scale, unit = (1e3, "ms") if end >= 1e-3 else (1e6, "us")
-    zoom = _zoom_end(events)
-    panels = 2 if zoom else 1
-    height = max(1.5, 0.45 * len(ipus) + 1.0)
-    fig, axes = plt.subplots(panels, 1, figsize=(12, height * panels + 0.6), squeeze=False)
-    if zoom:
-        _raster(axes[0][0], events, ipus, end, scale, unit)
-        _draw(axes[1][0], events, ipus, scale, unit, label_blocks=True, window=(0.0, zoom))
-        axes[1][0].set_title("start of the step (ramp-up)")
-    else:
-        _draw(axes[0][0], events, ipus, scale, unit, label_blocks=True, window=(0.0, end))
-    axes[0][0].set_title(title or "one step")
+    scale, unit = _time_unit(end)
+    parts = segments(events)
+    height = max(2.2, 0.45 * len(ipus) + 1.9)
+    fig = Figure(figsize=(14, height), dpi=DPI, layout="constrained")
+    axes = fig.subplots(1, len(parts), sharey=True, squeeze=False, gridspec_kw={"width_ratios": _widths(parts)})
+    fig.get_layout_engine().set(wspace=0.0, w_pad=0.01)
+    axes = list(axes[0])
+    scaled: List[Tuple[object, Segment, List[Event]]] = []
+    for n, (ax, part) in enumerate(zip(axes, parts)):
+        if part.summed:
+            _draw_summed(ax, events, rows, part, scale, unit)
+        else:
+            scaled.append((ax, part, _draw_scaled(ax, events, rows, part, scale)))
+            ax.set_xlabel(f"time ({unit})" if len(parts) == 1 else f"time since the step began ({unit})",
+                          fontsize=8)
+            ax.tick_params(axis="x", labelsize=7)
+        _break_marks(ax, left=n > 0, right=n < len(parts) - 1)
+        if n > 0:
+            ax.spines["left"].set_visible(False)
+            ax.tick_params(axis="y", length=0)
+        if n < len(parts) - 1:
+            ax.spines["right"].set_visible(False)
+    axes[0].set_yticks(range(len(ipus)), [f"IPU {i}" for i in ipus])
+    axes[0].set_ylim(len(ipus) - 0.5, -0.5)
+    n = micro_batches(events)
+    fig.suptitle(f"{title or 'one step'} ({n:,} micro-batch{'es' if n != 1 else ''}, {end * scale:,.1f} {unit})",
+                 fontsize=10)
     present = [c for c in COLOURS if any(e.category == c for e in events)]
-    fig.legend(handles=[Patch(color=COLOURS[c], label=LABELS[c]) for c in present], loc="lower center",
-               ncol=len(present), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    handles = [Patch(color=COLOURS[c], label=LABELS[c]) for c in present]
+    if any(p.summed for p in parts):  # a summed stretch: its frame's blank part
+        handles.append(Patch(facecolor="white", edgecolor="0.35", label="idle (grey panels: time summed up, "
+                                                                        "not to scale)"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8, frameon=False)
+    fig.draw_without_rendering()  # the labels need each block's final width in pixels
+    for ax, part, passes in scaled:
+        _label_blocks(ax, passes, rows, part, scale)
+    return fig

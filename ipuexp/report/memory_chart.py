@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Optional, Sequence, Tuple, Union
 
 from ipuexp.result import MemoryFigures
+from ipuexp.units import MIB, human_bytes
 
 # Category order and colours: always-live categories in cool colours, not-always-live ones in warm colours.
 _COLOURS = {
@@ -14,7 +15,7 @@ _COLOURS = {
     "internal_exchange_code": "#9e70c0", "host_exchange_code": "#c5a5dd", "global_exchange_code": "#e2d3ee",
     "activations": "#c55a11", "temporary": "#f4b183", "gradients": "#bf9000", "streamed": "#ffd966",
 }
-_MIB = float(1 << 20)
+_MIB = float(MIB)
 
 
 def _pyplot():
@@ -46,7 +47,7 @@ def save_memory_chart(memory: MemoryFigures, path: Union[str, Path], title: Opti
             ax.hlines(cap, i - 0.45, i + 0.45, colors="black", linestyles="--", linewidth=1.2,
                       label="capacity" if i == 0 else None)
             status = "fits" if m.fits else "OUT OF MEMORY"
-            ax.annotate(f"{status}\nmax tile {m.max_tile_bytes / 1024:.0f} KiB", (i, max(bottoms[i], cap)),
+            ax.annotate(f"{status}\nmax tile {human_bytes(m.max_tile_bytes, 1, 'KiB')}", (i, max(bottoms[i], cap)),
                         xytext=(0, 4), textcoords="offset points", ha="center", va="bottom", fontsize=7,
                         color="black" if m.fits else "#c00000")
         ax.set_ylabel("MiB")

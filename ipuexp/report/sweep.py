@@ -5,9 +5,13 @@ Metric names are the ones :mod:`ipuexp.tracking.curated` gives MLflow: ``through
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
+
+from ipuexp.report.option_values import compact
+from ipuexp.units import column_unit, human_bytes
 
 THROUGHPUT = "throughput_samples_per_s"
 BAND = "error_band_pct"
@@ -16,6 +20,8 @@ FUNCTIONAL_THROUGHPUT = "measured_samples_per_s"
 PEAK_MEMORY = "peak_ipu_memory_bytes"
 HEADROOM = "ipu_headroom_bytes"
 """Free memory of the fullest IPU: with its peak, the capacity of one IPU."""
+LONG_CELL = 24
+"""Swept values up to this long keep one line of the console table; longer ones (paths) may fold."""
 NOT_OPTIONS = ("tracking.", "runner.", "hydra.", "engine.cache_dir")
 """Parameters that vary between runs without changing what they compute: never an axis of the report."""
 
@@ -42,6 +48,8 @@ class Point:
     start_time: int = 0
     error_band_pct: Optional[float] = None
     """+- percent of the predicted throughput (the emulator's error band), when the run logged one."""
+    sweep_id: Optional[str] = None
+    """The sweep's (multirun's) parent run; None for a run of its own."""
 
 
 @dataclass
@@ -51,7 +59,7 @@ class Sweep:
     experiment: str
     points: List[Point]
     options: List[str] = field(default_factory=list)
-    """Parameter keys with more than one value among the points, in the config's order."""
+    """The swept keys (``swept_options``), in the config's order."""
     capacity: Optional[float] = None
     """Memory of one IPU in bytes, when the runs recorded it."""
 
@@ -88,7 +96,7 @@ def load(uri: str, experiment: str, sweep: str = "all") -> Sweep:
     points = [_point(r) for r in sorted(latest.values(), key=lambda r: r.info.start_time)]
     capacities = [r.data.metrics[PEAK_MEMORY] + r.data.metrics[HEADROOM] for r in latest.values()
                   if PEAK_MEMORY in r.data.metrics and HEADROOM in r.data.metrics]
-    return Sweep(experiment=experiment, points=points, options=varying_options(points),
+    return Sweep(experiment=experiment, points=points, options=swept_options(points),
                  capacity=max(capacities) if capacities else None)
 
 
@@ -106,6 +114,8 @@ def _search_all(c: Any, experiment_id: str, filter_string: str) -> List[Any]:
 
 
 def _point(run: Any) -> Point:
+    from ipuexp.tracking.sweep import PARENT_TAG
+
     m = run.data.metrics
     throughput = m.get(THROUGHPUT, m.get(FUNCTIONAL_THROUGHPUT))
     fits: Optional[bool] = None
@@ -115,16 +125,28 @@ def _point(run: Any) -> Point:
         fits = run.data.tags["fits"] == "true"
     return Point(run_id=run.info.run_id, name=run.info.run_name or run.info.run_id[:8], params=dict(run.data.params),
                  throughput=throughput, peak_memory=m.get(PEAK_MEMORY), fits=fits,
-                 start_time=run.info.start_time, error_band_pct=m.get(BAND))
+                 start_time=run.info.start_time, error_band_pct=m.get(BAND),
+                 sweep_id=run.data.tags.get(PARENT_TAG))
 
 
-def varying_options(points: List[Point]) -> List[str]:
-    """Parameters that take more than one value among ``points`` (the swept options)."""
+def swept_options(points: List[Point]) -> List[str]:
+    """Keys that vary within a sweep: set in two or more runs of one sweep, with two or more values there.
+
+    A run of its own is no sweep: the overrides it was given (``model.hf.ipu_config=PATH``) are its parameters, but
+    they vary nothing. A key only one run of a sweep has, or one value across a sweep, is not swept either."""
     keys: List[str] = []
     for p in points:
-        keys += [k for k in p.params if k not in keys]
-    return [k for k in keys if not k.startswith(NOT_OPTIONS)
-            and len({p.params.get(k) for p in points}) > 1]
+        keys += [k for k in p.params if k not in keys and not k.startswith(NOT_OPTIONS)]
+    sweeps: Dict[str, List[Point]] = {}
+    for p in points:
+        if p.sweep_id is not None:
+            sweeps.setdefault(p.sweep_id, []).append(p)
+
+    def varies(key: str, runs: List[Point]) -> bool:
+        values = [p.params[key] for p in runs if key in p.params]
+        return len(values) > 1 and len(set(values)) > 1
+
+    return [k for k in keys if any(varies(k, runs) for runs in sweeps.values())]
 
 
 def pareto_front(points: List[Point]) -> List[Point]:
@@ -137,6 +159,11 @@ def pareto_front(points: List[Point]) -> List[Point]:
         if not front or p.throughput > front[-1].throughput:
             front.append(p)
     return front
+
+
+def pareto_numbers(points: List[Point]) -> Dict[str, int]:
+    """The Pareto points' numbers by run id, 1 for the least memory: the table and ``pareto.png`` share them."""
+    return {p.run_id: n for n, p in enumerate(pareto_front(points), 1)}
 
 
 def as_number(value: Optional[str]) -> Optional[float]:
@@ -162,7 +189,8 @@ def table(sweep: Sweep) -> Any:
         for k in sweep.options:
             v = p.params.get(k)
             n = as_number(v)
-            row[k] = n if n is not None and all(as_number(q.params.get(k)) is not None for q in sweep.points) else v
+            numeric = all(as_number(q.params[k]) is not None for q in sweep.points if k in q.params)
+            row[k] = n if n is not None and numeric else v
         row.update({"fits": p.fits, "samples_per_s": p.throughput, "error_band_pct": p.error_band_pct,
                     "peak_ipu_memory_bytes": p.peak_memory,
                     "pareto": p.run_id in front, "run_id": p.run_id})
@@ -178,29 +206,87 @@ def write_csv(sweep: Sweep, path: Path) -> Path:
 
 
 def print_table(sweep: Sweep, console: Any = None) -> None:
-    """The table on the console (rich), with the Pareto points marked."""
+    """The table on the console (rich) within the terminal's width, the Pareto points numbered as in
+    ``pareto.png``. The figures keep their full width; the swept values share what is left (``_widths``)."""
     import pandas as pd
+    from rich import box
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
+    console = console or Console()
     df = table(sweep)
-    t = Table(title=f"{sweep.experiment}: {len(df)} configurations, swept: {', '.join(sweep.options) or 'nothing'}")
+    numbers = pareto_numbers(sweep.points)
     short = [k.rsplit(".", 1)[-1] for k in sweep.options]
     if len(set(short)) < len(short):
         short = list(sweep.options)
-    for col in [*short, "fits", "samples/s", "peak IPU memory", "Pareto"]:
-        t.add_column(col, justify="right")
+    names = [] if sweep.options else ["run"]  # nothing swept: the run names (their overrides) tell rows apart
+    bands = {b for b in df["error_band_pct"] if not pd.isna(b)}
+    one_band = len(bands) == 1 and df["error_band_pct"].notna().all()
+    unit = column_unit(df["peak_ipu_memory_bytes"].dropna(), largest="MiB")
+    rows = []
     for _, row in df.iterrows():
-        fits = {True: "yes", False: "[red]no[/red]"}.get(row["fits"], "?")
+        fits = {True: Text("yes"), False: Text("no", style="red")}.get(row["fits"], Text("?"))
         tput = "-" if pd.isna(row["samples_per_s"]) else f"{row['samples_per_s']:,.1f}"
-        if not pd.isna(row["samples_per_s"]) and not pd.isna(row["error_band_pct"]):
+        if not one_band and not pd.isna(row["samples_per_s"]) and not pd.isna(row["error_band_pct"]):
             tput += f" (+-{row['error_band_pct']:.0f}%)"
-        mem = "-" if pd.isna(row["peak_ipu_memory_bytes"]) else f"{row['peak_ipu_memory_bytes'] / 1e6:,.1f} MB"
-        t.add_row(*[_fmt(row[k]) for k in sweep.options], fits, tput, mem, "*" if row["pareto"] else "")
-    (console or Console()).print(t)
+        mem = "-" if pd.isna(row["peak_ipu_memory_bytes"]) else human_bytes(row["peak_ipu_memory_bytes"], 1, unit)
+        pareto = str(numbers.get(row["run_id"], ""))
+        rows.append(([row["run"]] if names else []) + [_fmt(row[k]) for k in sweep.options] + [fits, tput, mem, pareto])
+    samples = f"samples/s\n(+-{bands.pop():.0f}%)" if one_band else "samples/s"
+    headers = [h.replace("_", " ") for h in [*names, *short]] + ["fits", samples, "peak IPU\nmemory", "Pareto"]
+    kept = len(headers) - 4
+    fixed = [max([len(line) for line in h.split("\n")] + [len(str(r[n])) for r in rows])
+             for n, h in enumerate(headers) if n >= kept]
+    given = headers[:kept]
+    widths, headers[:kept] = _widths(given, [[str(r[n]) for r in rows] for n in range(kept)],
+                                     console.width - (2 * len(headers) - 1) - sum(fixed))
+    caption = ", ".join(f"{new}: {key}" for old, new, key in zip(given, headers, [*names, *sweep.options])
+                        if new != old)  # the initials a narrow terminal gave some headers
+    # No vertical rules and no edges: two characters between columns leave more of a narrow terminal to the values.
+    t = Table(title=f"{sweep.experiment}: {len(df)} configurations, swept: {', '.join(sweep.options) or 'nothing'}",
+              caption=caption or None, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
+    for n, (h, w) in enumerate(zip(headers, widths + fixed)):
+        t.add_column(h, justify="right", width=w, overflow="fold", no_wrap=n >= kept)
+    for r in rows:
+        t.add_row(*r)
+    console.print(t)
+
+
+def _abbreviation(header: str) -> str:
+    """Initials, as the options are called in Graphcore's guides: GA, AMP, MBS."""
+    return "".join(w[0] for w in header.split()).upper()
+
+
+def _widths(headers: List[str], cells: List[List[str]], room: int) -> Tuple[List[int], List[str]]:
+    """Widths and headers of the swept-value columns within ``room`` characters. Each value keeps one line (up
+    to LONG_CELL); a header whose words do not fit becomes its initials, widest first; when the values alone are
+    too wide for the room, the widest fold."""
+    values = [min(max(len(c) for c in col), LONG_CELL) if col else 1 for col in cells]
+    headers = list(headers)
+    whole = [max(v, len(h)) for v, h in zip(values, headers)]
+    if sum(whole) <= room:  # every header on one line
+        return whole, headers
+
+    def need(n: int) -> int:
+        return max(values[n], *(len(w) for w in headers[n].split()))
+
+    while sum(need(n) for n in range(len(headers))) > room:
+        full = [n for n in range(len(headers)) if " " in headers[n] and need(n) > values[n]]
+        if not full:
+            break
+        n = max(full, key=lambda n: need(n) - values[n])
+        headers[n] = _abbreviation(headers[n])
+    widths = [need(n) for n in range(len(headers))]
+    while sum(widths) > room and max(widths) > 1:  # the values must fold: the widest column gives way first
+        widths[widths.index(max(widths))] -= 1
+    headers = [h if max(len(x) for x in h.split()) <= w else _abbreviation(h) for h, w in zip(headers, widths)]
+    return widths, headers
 
 
 def _fmt(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
-    return str(value)
+    return compact(value) if isinstance(value, str) else str(value)

@@ -25,6 +25,11 @@ def result(throughput: float, ipu_bytes: List[int], fits: bool) -> Result:
 
 
 @pytest.fixture
+def make_result() -> Callable[..., Result]:
+    return result
+
+
+@pytest.fixture
 def log_sweep(db_uri: str, tmp_path: Path) -> Callable[..., None]:
     """Log one multirun (a parent run and a child per point) through ``track_job``.
 

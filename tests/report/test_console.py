@@ -21,6 +21,21 @@ def test_memory_tables_use_binary_units(capsys, monkeypatch):
                                                      utilisation=[0.5, 1.0])))
     out = capsys.readouterr().out
     assert " MB" not in out and " GB" not in out
-    assert "266.05 MiB" in out and "2.00 MiB" in out
-    assert "700.00 MiB" in out and "1,100.00 MiB" in out  # an IPU over 1 GiB reads in the column's MiB
-    assert "486.96 KiB (tile 0)" in out  # 700 MiB over 1472 tiles
+    assert "266.0 MiB" in out and "2.0 MiB" in out
+    assert "700.0 MiB" in out and "1,100.0 MiB" in out  # an IPU over 1 GiB reads in the column's MiB
+    assert "487.0 KiB" in out  # 700 MiB over 1472 tiles
+
+
+def test_memory_table_fits_80_columns(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    capacity = 1472 * 624 * KIB
+    ipus = [IPUMemory(ipu=i, capacity_bytes=capacity, total_bytes=int(1100 * MIB), always_live_bytes=int(600 * MIB),
+                      not_always_live_bytes=int(500 * MIB), max_tile_bytes=int(1100 * MIB) // 1472, max_tile=4416,
+                      fits=False) for i in range(4)]
+    model = ModelFigures(name="bert_large", parameters=1, flops_per_sample=1.0, fwd_flops_per_sample=1.0,
+                         bwd_flops_per_sample=0.0, num_stages=4, ipus_per_replica=4, capture_seconds=0.1)
+    print_result(Result(recipe="bert_large", model=model, fits=False, memory=MemoryFigures(fits=False, ipus=ipus)))
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    row = next(line for line in lines if line.startswith("│   3 "))
+    assert all(f in row for f in ("1,100.0 MiB", "600.0 MiB", "500.0 MiB", "765.2 KiB", "4416", "no"))

@@ -20,3 +20,8 @@ def test_crowded_labels_do_not_pile_up():
 def test_alignment_puts_the_labels_corner_at_its_offset():
     (dx, dy, ha, va), = place([(0.0, 0.0)], [(5.0, 7.0)], [(0.0, 0.0)])
     assert (dx > 0, dy > 0, ha, va) == (True, True, "left", "bottom")
+
+
+def test_a_label_stays_inside_the_plot():
+    (dx, dy, _, _), = place([(100.0, 100.0)], [(5.0, 7.0)], [(100.0, 100.0)], bounds=(0.0, 0.0, 104.0, 104.0))
+    assert dx < 0 and dy < 0  # the point sits in the top right corner: its label goes below left
