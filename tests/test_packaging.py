@@ -38,7 +38,7 @@ def installed(tmp_path_factory) -> Path:
 def _run(args, site: Path, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "MLFLOW", "IPUEXP"))}
     env.update(PYTHONPATH=str(site), MLFLOW_TRACKING_URI=f"sqlite:///{cwd / 'mlflow.db'}",
-               IPUEXP_CACHE_DIR=str(cwd / "captures"), PYTHONUNBUFFERED="1")
+               IPUEXP_CACHE_DIR=str(cwd / "captures"), PYTHONUNBUFFERED="1", COLUMNS="200")
     return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -87,7 +87,8 @@ def test_installed_package_runs_from_an_unrelated_directory(installed, tmp_path)
 
 def test_help_lists_user_recipes_only(tmp_path):
     out = _run(["-m", "ipuexp", "--help"], ROOT, tmp_path)
-    line = next(l for l in out.stdout.splitlines() if l.startswith("recipe:"))
+    text = " ".join(out.stdout.split())
+    line = text.split("recipe: ", 1)[1].split(" sweep: ", 1)[0]
     assert "bert_large" in line and "calib" not in line and "resnet50_mk2_pod128" not in line
 
 

@@ -35,7 +35,7 @@ def apply_imported_options(cfg: DictConfig, overrides: Iterable[str] = ()) -> li
     """Apply the options of ``model.hf.ipu_config`` (an Optimum Graphcore ipu_config.json) to ``cfg`` in place:
     they override the recipe's, and the keys of ``overrides`` (the command line) keep their values. Returns the
     warnings (repeated keys, fields not modelled)."""
-    from ipuexp.config.importers import optimum
+    from ipuexp.config import ipu_config as optimum
 
     return optimum.apply(cfg, list(overrides))
 

@@ -45,8 +45,8 @@ def _public_locator(path: Path) -> Optional[str]:
 
 def _optimum_draft(path: Path, args: argparse.Namespace, locator: str):
     from ipuexp.config.compose import compose_recipe
-    from ipuexp.config.importers import optimum
-    from ipuexp.config.importers.mapping import SYSTEM_NAMES, Draft, refuse
+    from ipuexp.config import ipu_config as optimum
+    from ipuexp.importers.mapping import SYSTEM_NAMES, Draft, refuse
     from ipuexp.models import zoo_layers
 
     if not args.base:
@@ -68,8 +68,8 @@ def _optimum_draft(path: Path, args: argparse.Namespace, locator: str):
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from ipuexp.config.importers import read
-    from ipuexp.config.importers.recipe import write
+    from ipuexp.importers import read
+    from ipuexp.importers.recipe import write
 
     file, config = _split(args.spec)
     path = Path(file)
@@ -89,7 +89,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     for line in draft.warnings:
         print(f"ipuexp.recipes: warning: {line}", file=sys.stderr)
     if draft.unmodelled:
-        from ipuexp.config.importers.mapping import one_line
+        from ipuexp.importers.mapping import one_line
 
         print(f"ipuexp.recipes: warning: not modelled (no effect on the prediction): {one_line(draft.unmodelled)}",
               file=sys.stderr)
@@ -105,7 +105,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from ipuexp.config.importers import names
+    from ipuexp.importers import names
 
     for name in names(args.file):
         print(name)

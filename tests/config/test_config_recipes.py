@@ -59,7 +59,7 @@ def _compose(group: str, name: str, compose_config):
 
 @pytest.mark.parametrize("name", OPTIMUM_RUNS)
 def test_optimum_run_matches_its_ipu_config(name, compose_config):
-    from ipuexp.config.importers.optimum import options
+    from ipuexp.config.ipu_config import options
 
     cfg = _compose("calibration", name, compose_config)
     fields = json.loads((OPTIMUM_DATA / f"{name}.json").read_text())

@@ -8,8 +8,8 @@ import pytest
 
 from ipuexp.calibration import compose_run
 from ipuexp.config.compose import load_experiment
-from ipuexp.config.importers import read
-from ipuexp.config.importers.recipe import write
+from ipuexp.importers import read
+from ipuexp.importers.recipe import write
 from ipuexp.config.schema import RecomputationMode
 from ipuexp.config.user_recipes import ENV_VAR
 from ipuexp.emulator import code_size

@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 
 from ipuexp.config.compose import compose_recipe
-from ipuexp.config.importers import read
-from ipuexp.config.importers.recipe import write
+from ipuexp.importers import read
+from ipuexp.importers.recipe import write
 from ipuexp.config.store import recipe_names
 from ipuexp.config.user_recipes import ENV_VAR
 from published import DATA, bundled, shared_copy

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, Mapping
 
-from ipuexp.config.importers.command_line import parse_command
-from ipuexp.config.importers.mapping import (Draft, as_bool, as_float, as_int, as_proportion, bert, bert_ffn, choose,
+from ipuexp.importers.command_line import parse_command
+from ipuexp.importers.mapping import (Draft, as_bool, as_float, as_int, as_proportion, bert, bert_ffn, choose,
                                              classify, mask_tokens, only, refuse, stages_of_names,
                                              to)
 

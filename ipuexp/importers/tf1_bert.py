@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ipuexp.config.importers.mapping import (Draft, as_bool, as_float, as_int, as_proportion, bert, bert_ffn, choose,
+from ipuexp.importers.mapping import (Draft, as_bool, as_float, as_int, as_proportion, bert, bert_ffn, choose,
                                              classify, mask_tokens, only, refuse, stages_of_names,
                                              to)
 

@@ -1,7 +1,7 @@
 """Published configurations as ipuexp recipes: Optimum Graphcore ``ipu_config.json`` and the configuration files of
 Graphcore's example applications and MLPerf Training submissions.
 
-``read(path, config, source)`` returns the :class:`~ipuexp.config.importers.mapping.Draft` of one configuration;
+``read(path, config, source)`` returns the :class:`~ipuexp.importers.mapping.Draft` of one configuration;
 ``recipe.write`` turns it into ``./recipes/NAME.yaml``. One module per source format; Graphcore's PyTorch examples
 have one per application (``pytorch_bert``, ``pytorch_vit``, ``pytorch_gpt2``, built on ``pytorch_app``), reached
 through ``pytorch_examples``. ``mapping`` holds what all importers share, ``command_line`` reads the command of a
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ipuexp.config.importers.mapping import Draft, as_int, refuse
+from ipuexp.importers.mapping import Draft, as_int, refuse
 
 
 def load_yaml(path: Path) -> Dict[str, Any]:
@@ -71,7 +71,7 @@ def read(path: str | Path, config: Optional[str] = None, source: Optional[str] =
 
 
 def _read_configs(entry: Dict[str, Any], draft: Draft) -> Draft:
-    from ipuexp.config.importers import pytorch_cnns, pytorch_examples, tf1_cnns, tf2_cnns
+    from ipuexp.importers import pytorch_cnns, pytorch_examples, tf1_cnns, tf2_cnns
 
     # Each application's own key names tell them apart.
     if "model_size" in entry or "gradient_accumulation_count" in entry:
@@ -101,8 +101,8 @@ def _sibling_configs(path: Path) -> Optional[Dict[str, Any]]:
 
 
 def _read_benchmark(path: Path, entry: Dict[str, Any], config: str, draft: Draft) -> Draft:
-    from ipuexp.config.importers import pytorch_examples, tf2_bert
-    from ipuexp.config.importers.command_line import parse_command
+    from ipuexp.importers import pytorch_examples, tf2_bert
+    from ipuexp.importers.command_line import parse_command
 
     script, flags, poprun = parse_command(str(entry["cmd"]))
     configs = _sibling_configs(path)
@@ -133,7 +133,8 @@ def _read_benchmark(path: Path, entry: Dict[str, Any], config: str, draft: Draft
 
 
 def _read_json(path: Path, config: Optional[str], locator: str) -> Draft:
-    from ipuexp.config.importers import optimum, popart_bert, tf1_bert, tf2_bert
+    from ipuexp.config import ipu_config as optimum
+    from ipuexp.importers import popart_bert, tf1_bert, tf2_bert
 
     fields, warnings = optimum.read(path, key="FILE")
     if _is_optimum(fields):

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from ipuexp.config.errors import ConfigError
+from ipuexp.config.file_values import (as_bool, as_float, as_int, as_int_list, as_proportion, choose,  # noqa: F401
+                                       one_line, refuse)
 
 # IPU-POD systems by size (conf/system): an imported run gets the smallest one that holds its IPUs.
 SYSTEMS = ((4, "pod4"), (16, "pod16"), (64, "pod64"), (128, "pod128"), (256, "pod256"))
@@ -55,11 +56,6 @@ class Draft:
             self.unmodelled.append(key)
 
 
-def refuse(key: str, value: Any, why: str) -> ConfigError:
-    """The one-line refusal of a key ipuexp cannot map."""
-    return ConfigError(key, value, why)
-
-
 def only(allowed: Any, why: str) -> Callable[["Draft", str, Any], None]:
     """The rule of a key that changes nothing ipuexp predicts at ``allowed`` (compared as text, as the file may
     spell it) and is refused otherwise."""
@@ -68,58 +64,6 @@ def only(allowed: Any, why: str) -> Callable[["Draft", str, Any], None]:
             raise refuse(key, value, f"allowed: {allowed} ({why})")
         draft.skip(key)
     return rule
-
-
-def as_bool(key: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
-        return value.lower() in ("true", "1", "yes")
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    raise refuse(key, value, "allowed: true or false")
-
-
-def as_int(key: str, value: Any) -> int:
-    if isinstance(value, bool):
-        raise refuse(key, value, "allowed: an integer")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise refuse(key, value, "allowed: an integer") from None
-    if number != int(number):
-        raise refuse(key, value, "allowed: an integer")
-    return int(number)
-
-
-def as_float(key: str, value: Any) -> float:
-    if isinstance(value, bool):
-        raise refuse(key, value, "allowed: a number")
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise refuse(key, value, "allowed: a number") from None
-
-
-def as_int_list(key: str, value: Any) -> List[int]:
-    items = value if isinstance(value, (list, tuple)) else [value]
-    return [as_int(key, v) for v in items]
-
-
-def as_proportion(key: str, value: Any) -> Any:
-    """A matmul proportion: one number, or one per IPU (a one-element list stays a list)."""
-    if isinstance(value, (list, tuple)):
-        return [as_float(key, v) for v in value]
-    return as_float(key, value)
-
-
-def choose(key: str, value: Any, table: Mapping[Any, Any]) -> Any:
-    """``table[value]`` (strings compared case-insensitively), else a refusal listing the keys of ``table``."""
-    lookup = {str(k).lower(): v for k, v in table.items()}
-    found = lookup.get(str(value).lower())
-    if found is None:
-        raise refuse(key, value, f"allowed: {' | '.join(str(k) for k in table)}")
-    return found
 
 
 def system_for(num_ipus: int, key: str = "replication_factor") -> str:
@@ -194,12 +138,6 @@ def nested(values: Mapping[str, Any]) -> Dict[str, Any]:
             node = node.setdefault(part, {})
         node[leaf] = value
     return out
-
-
-def one_line(items: Sequence[str], limit: int = 40) -> str:
-    shown = list(items[:limit])
-    more = len(items) - len(shown)
-    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
 
 
 def unpack_source(source: str) -> Tuple[str, str]:

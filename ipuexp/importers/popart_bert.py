@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ipuexp.config.importers.mapping import (Draft, accumulation_from_global, as_bool, as_float, as_int,
+from ipuexp.importers.mapping import (Draft, accumulation_from_global, as_bool, as_float, as_int,
                                              as_int_list, as_proportion, bert, choose, classify,
                                              heads_back_on_first_ipu, mask_tokens, refuse, to)
 
@@ -127,7 +127,7 @@ def _placement(draft: Draft, cfg: Mapping[str, Any]) -> None:
 
 
 def _layers(draft: Draft) -> int:
-    from ipuexp.config.importers.mapping import zoo_layers
+    from ipuexp.importers.mapping import zoo_layers
 
     return zoo_layers("bert", draft.values["model.size"])
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ipuexp.config.importers.mapping import Draft, as_bool, as_int, choose, refuse, to
-from ipuexp.config.importers.pytorch_app import COMMON, RECOMPUTE, App, heads_on_first_ipu, zoo_transformer
+from ipuexp.importers.mapping import Draft, as_bool, as_int, choose, refuse, to
+from ipuexp.importers.pytorch_app import COMMON, RECOMPUTE, App, heads_on_first_ipu, zoo_transformer
 
 
 DATASETS = ("pretraining", "generated", "squad")

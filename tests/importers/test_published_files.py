@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ipuexp.config.errors import ConfigError
-from ipuexp.config.importers import names, read
-from ipuexp.config.importers.recipe import write
+from ipuexp.importers import names, read
+from ipuexp.importers.recipe import write
 from ipuexp.config.user_recipes import ENV_VAR
 from published import DATA, split_bundle
 
@@ -100,7 +100,7 @@ def test_imported_configurations_follow_their_file(outcomes):
 
 
 def test_split_points_become_segments():
-    from ipuexp.config.importers.tf1_cnns import split_counts
+    from ipuexp.importers.tf1_cnns import split_counts
 
     assert split_counts(["b1/0/relu", "b1/2/relu", "b2/0/relu", "b2/2/relu", "b3/0/relu", "b3/3/relu"]) == \
         [1, 2, 1, 2, 2, 3, 5]
@@ -169,8 +169,8 @@ def test_bert_squad_configurations_import_as_transformers_span_prediction(tmp_pa
                                                                           hf_config):
     from ipuexp.app import evaluate
     from ipuexp.config.compose import compose_recipe
-    from ipuexp.config.importers import read
-    from ipuexp.config.importers.recipe import write
+    from ipuexp.importers import read
+    from ipuexp.importers.recipe import write
 
     monkeypatch.setenv("IPUEXP_RECIPE_DIR", str(tmp_path))
     path = DATA / "graphcore-configs/examples/187775b_applications_pytorch_bert_configs.yml"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, Callable, Dict, Mapping, Tuple
 
-from ipuexp.config.importers.mapping import (Draft, as_bool, as_float, as_int, as_int_list, as_proportion,
+from ipuexp.importers.mapping import (Draft, as_bool, as_float, as_int, as_int_list, as_proportion,
                                              heads_back_on_first_ipu, refuse, to, zoo_layers, zoo_size)
 
 Rule = Callable[[Draft, str, Any], None]

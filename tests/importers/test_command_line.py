@@ -1,7 +1,7 @@
 """A ``benchmarks.yml`` command line reads as the applications' argument parsers read it."""
 from __future__ import annotations
 
-from ipuexp.config.importers.command_line import parse_command
+from ipuexp.importers.command_line import parse_command
 
 
 def test_command_lines_parse_like_argparse():

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ipuexp.config.errors import ConfigError
-from ipuexp.config.importers.mapping import as_bool, as_float, as_int, as_int_list, choose, one_line, refuse
+from ipuexp.config.file_values import as_bool, as_float, as_int, as_int_list, choose, one_line, refuse
 
 DOC = "Optimum Graphcore IPUConfig"
 POD_TYPES = ("pod4", "pod8", "pod16", "pod32", "pod64")

@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from typing import Any, List, Mapping
 
-from ipuexp.config.importers.mapping import (Draft, accumulation_from_global, as_bool, as_float, as_int,
+from ipuexp.importers.mapping import (Draft, accumulation_from_global, as_bool, as_float, as_int,
                                              as_int_list, choose, classify, refuse, to)
-from ipuexp.config.importers.tf1_cnns import RESNET50_STAGES, split_counts
+from ipuexp.importers.tf1_cnns import RESNET50_STAGES, split_counts
 
 TITLE = "Graphcore's CNN example (TensorFlow 2)"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from ipuexp.config.importers.mapping import Draft, as_bool, as_float, as_int, choose, refuse, to
-from ipuexp.config.importers.pytorch_app import COMMON, RECOMPUTE, App, half_or_float, zoo_transformer
+from ipuexp.importers.mapping import Draft, as_bool, as_float, as_int, choose, refuse, to
+from ipuexp.importers.pytorch_app import COMMON, RECOMPUTE, App, half_or_float, zoo_transformer
 
 
 def _dataset(draft: Draft, key: str, value: Any) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from ipuexp.config.importers.mapping import Draft, nested, one_line, system_for
+from ipuexp.importers.mapping import Draft, nested, one_line, system_for
 
 # The order of the sections in a written recipe (as in the packaged ones).
 SECTIONS = ("model", "data", "options", "optimizer", "host", "engine", "training")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ipuexp.config.importers.mapping import (Draft, as_bool, as_float, as_int, as_proportion, choose, classify,
+from ipuexp.importers.mapping import (Draft, as_bool, as_float, as_int, as_proportion, choose, classify,
                                              only, refuse, to)
 
 TITLE = "Graphcore's CNN example (PyTorch)"

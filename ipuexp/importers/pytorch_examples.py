@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional
 
-from ipuexp.config.importers.command_line import parse_command
-from ipuexp.config.importers.mapping import Draft, as_int, classify, refuse
-from ipuexp.config.importers.pytorch_app import UNMODELLED, App
-from ipuexp.config.importers.pytorch_bert import BertApp
-from ipuexp.config.importers.pytorch_gpt2 import Gpt2App
-from ipuexp.config.importers.pytorch_vit import VitApp
+from ipuexp.importers.command_line import parse_command
+from ipuexp.importers.mapping import Draft, as_int, classify, refuse
+from ipuexp.importers.pytorch_app import UNMODELLED, App
+from ipuexp.importers.pytorch_bert import BertApp
+from ipuexp.importers.pytorch_gpt2 import Gpt2App
+from ipuexp.importers.pytorch_vit import VitApp
 
 APPS = {"bert": BertApp(), "vit": VitApp(), "gpt2": Gpt2App()}
 MODEL_KEYS = {"hidden_size", "num_hidden_layers", "num_attention_heads", "mlp_dim", "patches_size", "mask_tokens",

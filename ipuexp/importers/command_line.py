@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
-from ipuexp.config.importers.mapping import refuse
+from ipuexp.importers.mapping import refuse
 
 
 def parse_command(cmd: str) -> Tuple[str, Dict[str, Any], Dict[str, Any]]:

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from ipuexp.config.errors import ConfigError
-from ipuexp.config.importers import optimum
+from ipuexp.config import ipu_config as optimum
 from ipuexp.config.user_recipes import ENV_VAR
 from published import DATA
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any, List, Mapping
 
-from ipuexp.config.importers.mapping import (Draft, as_bool, as_float, as_int, as_proportion, choose, classify,
+from ipuexp.importers.mapping import (Draft, as_bool, as_float, as_int, as_proportion, choose, classify,
                                              refuse, to)
 
 TITLE = "Graphcore's TensorFlow 1 CNN application (MLPerf Training ResNet-50)"
