@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ipuexp.config.errors import ConfigError
 from ipuexp.config.file_values import as_bool, as_float, as_int, as_int_list, choose, one_line, refuse
+from ipuexp.config.types import ConfigNode
 
 DOC = "Optimum Graphcore IPUConfig"
 POD_TYPES = ("pod4", "pod8", "pod16", "pod32", "pod64")
@@ -230,7 +231,7 @@ def warning_line(path: str | Path, unmodelled: Sequence[str]) -> Optional[str]:
 
 
 # ------------------------------------------------------------------------------------------------ run time
-def apply(cfg: Any, overrides: Sequence[str] = ()) -> List[str]:
+def apply(cfg: ConfigNode, overrides: Sequence[str] = ()) -> List[str]:
     """Apply ``model.hf.ipu_config`` (if set) to the composed ``cfg`` in place; the keys given in ``overrides``
     (the command line) keep their values. Returns the warnings."""
     from omegaconf import OmegaConf, open_dict
@@ -257,7 +258,7 @@ def apply(cfg: Any, overrides: Sequence[str] = ()) -> List[str]:
     return warnings + ([line] if line else [])
 
 
-def _model_layers(cfg: Any) -> Optional[int]:
+def _model_layers(cfg: ConfigNode) -> Optional[int]:
     try:
         from ipuexp.models import zoo_layers
 

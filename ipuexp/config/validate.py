@@ -23,6 +23,7 @@ from ipuexp.config.checks import Warnings, int_at_least, is_int, is_number, one_
 from ipuexp.config.errors import ConfigError
 from ipuexp.config.validate_pipeline import check_model, check_pipeline
 from ipuexp.data.paths import resolve_path
+from ipuexp.config.types import ConfigNode
 
 PRECISIONS = tuple(p.value for p in schema.Precision)
 IO_PRECISIONS = ("auto", "float32", "float16", "int8")
@@ -48,7 +49,7 @@ IO_TILES_MIN, IO_TILES_MAX = 32, 192
 MNIST_FILES = ("images-idx3-ubyte", "labels-idx1-ubyte")
 
 
-def validate(cfg: Any) -> List[str]:
+def validate(cfg: ConfigNode) -> List[str]:
     """Check ``cfg`` (DictConfig or ExperimentConfig); raise ConfigError on the first error, return warnings."""
     warnings: Warnings = []
     for check in _CHECKS:
@@ -59,7 +60,7 @@ def validate(cfg: Any) -> List[str]:
 # ----------------------------------------------------------------------------------------------------------------
 # Scalar rules first (cheap, no model knowledge), structural rules (validate_pipeline.py) after.
 
-def _check_keys(cfg: Any, w: Warnings) -> None:
+def _check_keys(cfg: ConfigNode, w: Warnings) -> None:
     """Keys added with Hydra's ``+key=value`` bypass the schema's struct flag: reject those it does not define."""
     if isinstance(cfg, DictConfig):
         _unknown_keys(cfg, schema.ExperimentConfig, "")
@@ -76,13 +77,13 @@ def _unknown_keys(node: Any, cls: type, prefix: str) -> None:
             _unknown_keys(node[key], hints[key], f"{full}.")
 
 
-def _check_enums(cfg: Any, w: Warnings) -> None:
+def _check_enums(cfg: ConfigNode, w: Warnings) -> None:
     for key, enum in ENUMS.items():
         one_of(cfg, key, [e.value for e in enum])
     one_of(cfg, "options.precision", PRECISIONS, " (activation/gradient bits . weight bits)")
 
 
-def _check_ipu(cfg: Any, w: Warnings) -> None:
+def _check_ipu(cfg: ConfigNode, w: Warnings) -> None:
     one_of(cfg, "ipu.name", IPU_NAMES)
     for key in ("tiles", "ipu_links"):
         int_at_least(cfg, f"ipu.{key}", 1)
@@ -96,7 +97,7 @@ def _check_ipu(cfg: Any, w: Warnings) -> None:
         raise ConfigError("ipu.sync_cycles", sync, "allowed: a number of cycles >= 0")
 
 
-def _check_system(cfg: Any, w: Warnings) -> None:
+def _check_system(cfg: ConfigNode, w: Warnings) -> None:
     num_ipus = int_at_least(cfg, "system.num_ipus", 1)
     per_machine = int_at_least(cfg, "system.ipus_per_machine", 1)
     int_at_least(cfg, "system.num_hosts", 1)
@@ -124,7 +125,7 @@ def _check_system(cfg: Any, w: Warnings) -> None:
                           "of 4, M2000 or Bow-2000, i.e. IPU-POD systems)")
 
 
-def _check_batching(cfg: Any, w: Warnings) -> None:
+def _check_batching(cfg: ConfigNode, w: Warnings) -> None:
     int_at_least(cfg, "data.micro_batch_size", 1)
     int_at_least(cfg, "options.device_iterations", 1)
     int_at_least(cfg, "options.gradient_accumulation", 1)
@@ -138,7 +139,7 @@ def _check_batching(cfg: Any, w: Warnings) -> None:
     int_at_least(cfg, "options.random_seed", 0)
 
 
-def _check_numerics(cfg: Any, w: Warnings) -> None:
+def _check_numerics(cfg: ConfigNode, w: Warnings) -> None:
     positive(cfg, "options.loss_scaling", " (the loss is multiplied by it before the backward pass)")
     one_of(cfg, "optimizer.state_precision", STATE_PRECISIONS)
     positive(cfg, "optimizer.learning_rate")
@@ -150,7 +151,7 @@ def _check_numerics(cfg: Any, w: Warnings) -> None:
         raise ConfigError("optimizer.momentum", momentum, "allowed: a number in [0, 1)")
 
 
-def _check_io(cfg: Any, w: Warnings) -> None:
+def _check_io(cfg: ConfigNode, w: Warnings) -> None:
     tiles = value_at(cfg, "options.io.num_io_tiles")
     if not is_int(tiles) or not (tiles == 0 or (tiles % 2 == 0 and IO_TILES_MIN <= tiles <= IO_TILES_MAX)):
         raise ConfigError("options.io.num_io_tiles", tiles,
@@ -163,7 +164,7 @@ def _check_io(cfg: Any, w: Warnings) -> None:
     one_of(cfg, "data.io_precision", IO_PRECISIONS)
 
 
-def _check_tensor_locations(cfg: Any, w: Warnings) -> None:
+def _check_tensor_locations(cfg: ConfigNode, w: Warnings) -> None:
     replicas = value_at(cfg, "options.replication_factor")
     for cat in TENSOR_CATEGORIES:
         base = f"options.tensor_locations.{cat}"
@@ -174,7 +175,7 @@ def _check_tensor_locations(cfg: Any, w: Warnings) -> None:
                      "(PopTorch shards across replicas and ignores it with one replica)")
 
 
-def _check_data_engine(cfg: Any, w: Warnings) -> None:
+def _check_data_engine(cfg: ConfigNode, w: Warnings) -> None:
     dataset = one_of(cfg, "data.dataset", DATASETS)
     split = value_at(cfg, "data.train_split")
     if not is_number(split) or not 0 < split < 1:
@@ -203,7 +204,7 @@ def _mnist_file(folder: Path, suffix: str) -> Optional[Path]:
 TRACKING_SCHEMES = ("file", "sqlite", "postgresql", "mysql", "mssql", "http", "https", "databricks")
 
 
-def _check_tracking_runner(cfg: Any, w: Warnings) -> None:
+def _check_tracking_runner(cfg: ConfigNode, w: Warnings) -> None:
     uri = value_at(cfg, "tracking.uri")
     if uri is not None:
         scheme = str(uri).split("://", 1)[0].split("+", 1)[0] if "://" in str(uri) else "file"

@@ -12,12 +12,13 @@ from ipuexp.config.checks import Warnings, int_at_least, is_int, is_number, is_p
 from ipuexp.config.errors import ConfigError
 from ipuexp.models.hf_source import HF, INSTALL_HINT, TASKS
 from ipuexp.models.variants import VARIANTS
+from ipuexp.config.types import ConfigNode
 
 # PopLibs MatMul.hpp/Convolution.hpp: "values below 0.05 often create a large amount of code".
 AMP_CODE_WARNING_BELOW = 0.05
 
 
-def check_model(cfg: Any, w: Warnings) -> None:
+def check_model(cfg: ConfigNode, w: Warnings) -> None:
     for key in ("model.sequence_length", "model.image_size"):
         int_at_least(cfg, key, 1)
     for key in ("model.num_layers", "model.num_classes", "model.vocab_size"):
@@ -36,7 +37,7 @@ def check_model(cfg: Any, w: Warnings) -> None:
         _model_layers(cfg)  # a table look-up for zoo models: checks name, size and overrides
 
 
-def check_pipeline(cfg: Any, w: Warnings) -> None:
+def check_pipeline(cfg: ConfigNode, w: Warnings) -> None:
     from ipuexp.config.pipeline import forward_stages, ipus_per_replica
 
     lpi = value_at(cfg, "options.pipeline.layers_per_ipu") or []
@@ -83,7 +84,7 @@ def check_pipeline(cfg: Any, w: Warnings) -> None:
     _check_amp(cfg, w, ipr)
 
 
-def _check_stages_have_blocks(cfg: Any, lpi: List[int], dm: Any) -> None:
+def _check_stages_have_blocks(cfg: ConfigNode, lpi: List[int], dm: Any) -> None:
     """Every pipeline stage holds a block. PopTorch builds a stage from the blocks placed in it (PopTorch user
     guide, multi-IPU execution strategies: ``poptorch.Stage`` is made of blocks), so a stage without one is not
     a stage; Graphcore's BERT puts 0 layers on IPU 0 only because the embeddings fill it. A stage of no layers
@@ -111,7 +112,7 @@ def _check_stages_have_blocks(cfg: Any, lpi: List[int], dm: Any) -> None:
                           "after its last layer to fill a separate head stage")
 
 
-def _model_ends(cfg: Any) -> tuple:
+def _model_ends(cfg: ConfigNode) -> tuple:
     from ipuexp.models import zoo_ends
 
     try:
@@ -136,7 +137,7 @@ def _check_device_mapping(lpi: List[int], dm: Any) -> None:
         raise ConfigError(key, dm, f"allowed: IPU indices covering 0..{len(used) - 1} without gaps")
 
 
-def _model_layers(cfg: Any) -> int:
+def _model_layers(cfg: ConfigNode) -> int:
     from ipuexp.models import zoo_layers
 
     model = getattr(cfg, "model")
@@ -148,7 +149,7 @@ def _model_layers(cfg: Any) -> int:
         raise _model_error(cfg, str(exc)) from None
 
 
-def _model_error(cfg: Any, message: str) -> ConfigError:
+def _model_error(cfg: ConfigNode, message: str) -> ConfigError:
     """Turn the zoo's ``"model.size: 'x' is not allowed; allowed: ..."`` into a ConfigError."""
     match = re.match(r"^(model\.[\w.]+):\s*(.*)$", message.splitlines()[0] if message else "")
     if not match:
@@ -165,7 +166,7 @@ def _model_error(cfg: Any, message: str) -> ConfigError:
     return ConfigError(key, value, f"{reason}; allowed: {allowed}")
 
 
-def _check_amp(cfg: Any, w: Warnings, ipr: int) -> None:
+def _check_amp(cfg: ConfigNode, w: Warnings, ipr: int) -> None:
     key = "options.available_memory_proportion"
     amp = value_at(cfg, key)
     values = amp if isinstance(amp, list) else [amp]
