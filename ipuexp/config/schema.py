@@ -285,6 +285,9 @@ class TrackingConfig:
     """Experiment name; default the recipe name."""
     skip_completed: bool = False
     """Skip configurations already FINISHED in the experiment (same config hash)."""
+    ui_url: Optional[str] = None
+    """Address of the MLflow UI that a sweep's links open; default the tracking server, or ``mlflow ui``'s
+    http://127.0.0.1:5000 for a local store (set it when the UI serves another port: ``mlflow ui --port 5001``)."""
 
 
 @dataclass

@@ -211,6 +211,9 @@ def _check_tracking_runner(cfg: ConfigNode, w: Warnings) -> None:
         if scheme not in TRACKING_SCHEMES:
             raise ConfigError("tracking.uri", uri,
                               f"allowed: a path or a URI with scheme {' | '.join(TRACKING_SCHEMES)}")
+    ui = value_at(cfg, "tracking.ui_url")
+    if ui is not None and not str(ui).startswith(("http://", "https://")):
+        raise ConfigError("tracking.ui_url", ui, "allowed: null or the UI's address, e.g. http://127.0.0.1:5001")
     cpus = value_at(cfg, "runner.ray.num_cpus")
     if cpus is not None and (not is_int(cpus) or cpus < 1):
         raise ConfigError("runner.ray.num_cpus", cpus, "allowed: null (the machine's CPUs) or an integer >= 1")

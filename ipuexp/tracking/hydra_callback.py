@@ -73,7 +73,8 @@ class SweepTracking(Callback):
             else:  # jobs opened it (their experiment was swept): they closed it, save for the silent deaths
                 close_parent(c, exp.experiment_id, parent.info.run_id, ctx, orphans_to=orphans_to, lost=lost)
             safety.unregister(parent.info.run_id)
-            _log_links(c, uri, exp, parent.info.run_id)
+            _log_links(c, uri, exp, parent.info.run_id, OmegaConf.select(config, "tracking.ui_url"))
+        _remove_lock(ctx)
         if cluster_lost is not None:  # the parent was tagged with its command when the sweep started
             cluster_lost.resume = ("re-run the same command to run only the points that did not finish"
                                    if self._context(config) is not None else "re-run the same command with "
@@ -95,17 +96,29 @@ class SweepTracking(Callback):
         return SweepContext(dir=sweep_dir, sweep_overrides=overrides, swept_keys=swept)
 
 
-def _log_links(c: Any, uri: str, exp: Any, parent_id: str) -> None:
+def _remove_lock(ctx: Any) -> None:
+    """The lock that serialises the sweep's jobs opening its parent run is the sweep's own: gone with the sweep."""
+    from ipuexp.tracking.sweep import LOCK_NAME
+
+    try:
+        (ctx.dir / LOCK_NAME).unlink()
+    except FileNotFoundError:
+        pass
+
+
+def _log_links(c: Any, uri: str, exp: Any, parent_id: str, ui_url: Optional[str] = None) -> None:
     """Where the MLflow UI shows the sweep: its runs side by side, and the experiment's runs table."""
     from ipuexp.tracking.links import compare_url, experiment_url, serve_hint, ui_base
     from ipuexp.tracking.sweep import children
 
-    base = ui_base(uri)
+    base = (ui_url or "").rstrip("/") or ui_base(uri)
     if base is None:
         return
     runs: List[Any] = sorted(children(c, exp.experiment_id, parent_id, None, limit=50000),
                              key=lambda r: r.info.start_time)
     hint = serve_hint(uri)
+    if hint and not ui_url:
+        hint += f" (on another port P: add tracking.ui_url=http://127.0.0.1:P to the sweep's command)"
     log.info(f"MLflow experiment {exp.name!r}: {experiment_url(base, exp.experiment_id)}"
              + (f" (serve it with: {hint})" if hint else ""))
     if runs:

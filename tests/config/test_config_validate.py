@@ -80,6 +80,7 @@ RULE_ERRORS = [
     ("train_split", ["data.train_split=1.5"], "data.train_split"),
     ("racks_without_gw_links", ["system=pod128", "system.gw_link_bytes_per_s=0"], "system.gw_link_bytes_per_s"),
     ("tracking_uri_scheme", ["tracking.uri=bogus://x"], "tracking.uri"),
+    ("tracking_ui_url", ["tracking.ui_url=localhost:5001"], "tracking.ui_url"),
     ("ray_cpus", ["runner.ray.num_cpus=0"], "runner.ray.num_cpus"),
 ]
 

@@ -135,6 +135,25 @@ def test_callback_opens_the_parent_in_the_driver_and_ends_stale_children(db_uri,
     assert f'#/compare-runs?runs=%5B%22{child}%22%5D&experiments=%5B%22{exp}%22%5D&workflowType=machine_learning' \
         in caplog.text
     assert f"mlflow ui --backend-store-uri {db_uri}" in caplog.text
+    assert "tracking.ui_url=http://127.0.0.1:P" in caplog.text  # how to point the links at another port
+
+
+def test_links_follow_the_ui_address_and_the_sweep_lock_is_removed(db_uri, tmp_path: Path, caplog):
+    from omegaconf import open_dict
+
+    from ipuexp.tracking.hydra_callback import SweepTracking
+    from ipuexp.tracking.sweep import LOCK_NAME
+
+    config = _driver_config(db_uri, tmp_path / "s3", ["options.gradient_accumulation=1,2"])
+    with open_dict(config):
+        config.tracking.ui_url = "http://127.0.0.1:5077/"
+    SweepTracking().on_multirun_start(config)
+    (tmp_path / "s3").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "s3" / LOCK_NAME).write_text("")  # what the jobs' parent lookup leaves
+    with caplog.at_level("INFO", logger="ipuexp"):
+        SweepTracking().on_multirun_end(config)
+    assert "http://127.0.0.1:5077/#/experiments/" in caplog.text and "127.0.0.1:5000" not in caplog.text
+    assert not (tmp_path / "s3" / LOCK_NAME).exists()
 
 
 def test_a_driver_that_exits_early_leaves_no_run_running(db_uri, tmp_path: Path):
