@@ -8,7 +8,10 @@ from __future__ import annotations
 import copy
 import os
 import sys
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
+
+if TYPE_CHECKING:
+    from ipuexp.config.types import ConfigNode
 
 EXIT_CONFIG_ERROR = 2
 
@@ -80,7 +83,7 @@ command line: each job returns its throughput, to be maximised, and an out-of-me
 must not stop the study."""
 
 
-def optimiser_overrides(cfg: Any, overrides: List[str]) -> List[str]:
+def optimiser_overrides(cfg: ConfigNode, overrides: List[str]) -> List[str]:
     """What ipuexp adds to the command line of a multirun with Hydra's Optuna sweeper: ``OPTIMISER_DEFAULTS`` for
     the settings still at Hydra's default and not given on the command line."""
     target = str(cfg.hydra.sweeper.get("_target_", ""))
@@ -95,11 +98,11 @@ def optimiser_overrides(cfg: Any, overrides: List[str]) -> List[str]:
     return added
 
 
-OPTUNA_SWEEPER = "ipuexp.runner.optuna_sweeper.OptunaSweeper"
+OPTUNA_SWEEPER = "hydra_plugins.ipuexp_ray_launcher.optuna_sweeper.OptunaSweeper"
 """hydra-optuna-sweeper's sweeper with the sweep's one summary, which ``hydra/sweeper=optuna`` runs as."""
 
 
-def optimiser_sweeper(cfg: Any) -> List[str]:
+def optimiser_sweeper(cfg: ConfigNode) -> List[str]:
     """``hydra/sweeper=optuna`` as ipuexp runs it (``OPTUNA_SWEEPER``); nothing for any other sweeper."""
     target = str(cfg.hydra.sweeper.get("_target_", ""))
     if target != "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper":
@@ -107,7 +110,7 @@ def optimiser_sweeper(cfg: Any) -> List[str]:
     return [f"hydra.sweeper._target_={OPTUNA_SWEEPER}"]
 
 
-def check_optimiser(cfg: Any) -> None:
+def check_optimiser(cfg: ConfigNode) -> None:
     """Refuse what Hydra's Optuna sweeper cannot run here: a study in a database. hydra-optuna-sweeper 1.3 needs
     Optuna 2.x, whose RDB storage predates SQLAlchemy 2, which MLflow installs; it fails on its first query."""
     from ipuexp.config.errors import ConfigError
@@ -122,7 +125,7 @@ def check_optimiser(cfg: Any) -> None:
                           "use the SQLAlchemy 2 that MLflow installs")
 
 
-def search_space_points(cfg: Any, first: List[str]) -> List[List[str]]:
+def search_space_points(cfg: ConfigNode, first: List[str]) -> List[List[str]]:
     """For an optimisation sweeper, the first point with each value of ``hydra.sweeper.params`` (a preset's or a
     quoted command-line search space) that the command line does not replace: Hydra's basic sweeper's params
     are the command line's sweeps once the sweep starts, an optimisation sweeper's are its search space."""

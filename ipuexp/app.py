@@ -1,4 +1,4 @@
-"""One job: config -> graph capture -> engine -> result.json, charts, console table, MLflow run."""
+"""One job: config -> graph capture -> engine -> result.json, charts, console table (a single run's), MLflow run."""
 from __future__ import annotations
 
 import contextlib
@@ -87,10 +87,15 @@ def _wants_charts(exp: ExperimentConfig) -> bool:
     mode = exp.report.charts.value
     if mode != "auto":
         return mode == "always"
+    return not _in_sweep()
+
+
+def _in_sweep() -> bool:
+    """A point of a Hydra multirun: the launcher reports it in one line and the sweep's table, not its own."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    return not (HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN)
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def _command_line() -> List[str]:
@@ -101,7 +106,8 @@ def _command_line() -> List[str]:
 
 
 def run_job(cfg: DictConfig, out_dir: str | Path = ".") -> Result | Skipped:
-    """Validate, evaluate, write ``result.json`` and charts into ``out_dir`` and track the run.
+    """Validate, evaluate, write ``result.json`` and charts into ``out_dir``, track the run and, outside a sweep,
+    print the result's tables.
 
     Returns ``Skipped`` when the configuration already has a FINISHED run in MLflow and need not run again
     (``ipuexp.tracking.resume.already_completed``)."""
@@ -145,7 +151,8 @@ def run_job(cfg: DictConfig, out_dir: str | Path = ".") -> Result | Skipped:
         result.artifacts["result"] = str(path.resolve())
         path.write_text(json.dumps(result.to_dict(), indent=2))
         run.log_result(result)
-    print_result(result)
+    if not _in_sweep():
+        print_result(result)
     return result
 
 

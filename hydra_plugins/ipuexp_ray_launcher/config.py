@@ -1,4 +1,5 @@
-"""The launcher's configuration, registered as ``hydra/launcher: ray``.
+"""The launchers' configurations, registered as ``hydra/launcher: ray`` (every sweep on Ray) and ``hydra/launcher:
+ipuexp`` (the default: small sweeps in this process), and the sweeper's, ``hydra/sweeper: ipuexp``.
 
 The Ray settings default to the experiment's ``runner.ray`` block (``oc.select`` leaves them unset for a Hydra app
 that has none), so ``runner.ray.address=auto`` on the command line is enough to sweep on a cluster.
@@ -9,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
+
+from ipuexp.runner.placement import IN_PROCESS_BELOW
 
 
 @dataclass
@@ -35,9 +38,24 @@ class RayLauncherConf:
     """Print the one-line-per-point table at the end of the sweep."""
     runtime_env: Any = None
     """Ray runtime environment of the jobs (e.g. ``{env_vars: {NAME: value}}``, ``pip``)."""
+    in_process_below: int = 0
+    """Sweeps with fewer points run one job after another in this process, unless a Ray address or runtime
+    environment is given (``ipuexp.runner.placement``); 0: every sweep on Ray."""
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="ray", node=RayLauncherConf,
+                             provider="ipuexp_ray_launcher")
+
+
+@dataclass
+class IpuexpLauncherConf(RayLauncherConf):
+    """The default launcher: the ``ray`` launcher's settings, small sweeps in this process (a local Ray's start-up
+    costs more than it saves there), larger ones and any sweep given a Ray address on Ray."""
+
+    in_process_below: int = IN_PROCESS_BELOW
+
+
+ConfigStore.instance().store(group="hydra/launcher", name="ipuexp", node=IpuexpLauncherConf,
                              provider="ipuexp_ray_launcher")
 
 

@@ -1,4 +1,5 @@
-"""The Hydra Launcher plugin: Hydra's plugin interface around ``ipuexp.runner.sweep``."""
+"""The Hydra Launcher plugin: Hydra's plugin interface around ``ipuexp.runner.sweep`` (Ray) and
+``ipuexp.runner.in_process`` (this process), chosen per sweep by ``ipuexp.runner.placement``."""
 from __future__ import annotations
 
 import logging
@@ -17,10 +18,12 @@ class RayLauncher(Launcher):
                  object_store_memory: Optional[int] = 200_000_000, cpus_per_job: float = 1.0,
                  max_retries: int = 1, log_to_driver: bool = False, preload: Optional[List[str]] = None,
                  share_captures: bool = True, summary: bool = True,
-                 runtime_env: Any = None) -> None:
+                 runtime_env: Any = None, in_process_below: int = 0) -> None:
+        from ipuexp.runner import placement
         from ipuexp.runner.cluster import RaySettings
         from ipuexp.runner.sweep import LaunchOptions
 
+        placement.check(in_process_below)
         if isinstance(runtime_env, DictConfig):  # Ray checks for plain dicts and lists
             runtime_env = OmegaConf.to_container(runtime_env, resolve=True)
         self.settings = RaySettings(address=address, num_cpus=num_cpus, object_store_memory=object_store_memory,
@@ -29,9 +32,12 @@ class RayLauncher(Launcher):
                                      preload=list(preload if preload is not None else ["ipuexp.app"]),
                                      share_captures=share_captures, summary=summary,
                                      runtime_env=dict(runtime_env) if runtime_env else None)
+        self.in_process_below = in_process_below
         self.config: Optional[DictConfig] = None
         self.task_function: Optional[TaskFunction] = None
         self.hydra_context: Optional[HydraContext] = None
+        self.tally: Any = None
+        """The sweep's ``ipuexp.runner.tally.Tally``, set by ipuexp's sweepers; None under any other sweeper."""
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config = config
@@ -39,9 +45,20 @@ class RayLauncher(Launcher):
         self.task_function = task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from ipuexp.runner.sweep import launch
+        from ipuexp.runner.placement import functional, in_process
 
         assert self.config is not None and self.hydra_context is not None and self.task_function is not None
+        points = self.tally.total if self.tally is not None else len(job_overrides)
+        why = in_process(self.settings, self.options.runtime_env, self.in_process_below, points,
+                         functional(self.config, job_overrides))
+        if why is not None:
+            from ipuexp.runner import in_process as here
+
+            return here.launch(hydra_context=self.hydra_context, task_function=self.task_function,
+                               config=self.config, job_overrides=job_overrides, initial_job_idx=initial_job_idx,
+                               why=why, show_summary=self.options.summary, tally=self.tally)
+        from ipuexp.runner.sweep import launch
+
         return launch(hydra_context=self.hydra_context, task_function=self.task_function, config=self.config,
                       job_overrides=job_overrides, initial_job_idx=initial_job_idx, settings=self.settings,
-                      options=self.options)
+                      options=self.options, tally=self.tally)

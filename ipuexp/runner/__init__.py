@@ -1,6 +1,8 @@
-"""Where jobs run: the Ray side of Hydra multirun sweeps (``hydra/launcher=ray``).
+"""Where jobs run: Hydra multirun sweeps on Ray or in this process (``hydra/launcher=ipuexp``, ``ray``).
 
-``sweep`` dispatches a batch of jobs from the driver, ``worker`` runs one in a Ray worker, ``cluster`` starts or
-joins Ray, ``captures`` shares one graph capture per model across a sweep, ``summary`` prints the end-of-sweep
-table. The Hydra plugin itself is ``hydra_plugins/ipuexp_ray_launcher``.
+``placement`` decides where a sweep runs; ``sweep`` dispatches a batch of jobs from the driver to Ray, ``worker``
+runs one in a Ray worker, ``cluster`` starts or joins Ray, ``in_process`` runs a batch here; ``compose`` composes a
+job's configuration, ``captures`` shares one graph capture per model across a sweep; ``tally`` keeps a sweep's points
+over its batches and ``summary`` prints its end-of-sweep table; ``optuna_study`` fits Hydra's Optuna sweeper to
+them. The Hydra plugins themselves are in ``hydra_plugins/ipuexp_ray_launcher``.
 """

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Tuple
 
+from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import CompactHydraException
 
 
@@ -42,11 +43,35 @@ class DoesNotFit(CompactHydraException):
     """What the sweep's table reads from a JobFailedError to list the point as out of memory."""
 
 
+class SweepReturn(JobReturn):
+    """A JobReturn whose ``return_value`` raises a failed job's error without Hydra's "Error executing job with
+    overrides" line on stderr: the sweep's summary lists every failure, and a trial that does not fit in memory is
+    an expected outcome of an optimisation sweeper, not an error."""
+
+    @property  # type: ignore[override]
+    def return_value(self) -> Any:
+        assert self.status != JobStatus.UNKNOWN, "return_value not yet available"
+        if self.status == JobStatus.COMPLETED:
+            return self._return_value
+        raise self._return_value
+
+    @return_value.setter
+    def return_value(self, value: Any) -> None:
+        self._return_value = value
+
+    @classmethod
+    def of(cls, ret: JobReturn) -> JobReturn:
+        """``ret`` as a SweepReturn (itself when it is one already)."""
+        if isinstance(ret, SweepReturn):
+            return ret
+        quiet = cls.__new__(cls)
+        quiet.__dict__.update(ret.__dict__)
+        return quiet
+
+
 def failed_return(overrides: List[str], error: JobFailedError) -> Any:
     """A FAILED JobReturn for a job that never produced one (bad override, dead worker)."""
-    from hydra.core.utils import JobReturn, JobStatus
-
-    ret = JobReturn(overrides=list(overrides), status=JobStatus.FAILED)
+    ret = SweepReturn(overrides=list(overrides), status=JobStatus.FAILED)
     ret.return_value = error
     return ret
 

@@ -1,10 +1,15 @@
 """The end-of-sweep table: one line per point, best throughput first."""
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 DONE, FAILED, OOM, SKIPPED = "done", "failed", "out of memory", "skipped"
+
+SIGNIFICANT = 4
+"""Significant digits of a long decimal value on the console (an optimisation sweeper's float samples); the exact
+values are in each job's ``.hydra/overrides.yaml`` (and Optuna's ``optimization_results.yaml``)."""
 
 
 @dataclass
@@ -45,14 +50,16 @@ def classify(idx: int, job_return: Any) -> Outcome:
     from hydra.core.utils import JobStatus
 
     from ipuexp.result import Objective, Skipped
-    from ipuexp.runner.errors import DoesNotFit
+    from ipuexp.runner.errors import DoesNotFit, JobFailedError, describe
 
     overrides = list(job_return.overrides or [])
     if job_return.status != JobStatus.COMPLETED:
         exc = job_return._return_value
-        error = " ".join(str(exc).split()) if exc is not None else "failed"
-        status = OOM if getattr(exc, "error_type", None) == DoesNotFit.error_type else FAILED
-        return Outcome(idx, overrides, status, error=error, log_file=getattr(exc, "log_file", None))
+        # ipuexp's launchers send a job's error as one line already; another launcher's is the exception itself
+        text = str(exc) if isinstance(exc, JobFailedError) else describe(exc) if exc is not None else "failed"
+        error = " ".join(text.split())
+        oom = isinstance(exc, DoesNotFit) or getattr(exc, "error_type", None) == DoesNotFit.error_type
+        return Outcome(idx, overrides, OOM if oom else FAILED, error=error, log_file=getattr(exc, "log_file", None))
     result = job_return._return_value
     if isinstance(result, Objective):  # what an optimisation sweeper reads; the table shows the job's outcome
         result = result.outcome
@@ -75,18 +82,43 @@ def line(o: Outcome) -> str:
     return o.status + (f", {tput:,.1f} samples/s" if tput is not None else "")
 
 
-def varying(outcomes: Sequence[Outcome]) -> List[str]:
+def progress(done: int, total: int, o: Outcome, keys: Sequence[str]) -> str:
+    """The one line a sweep prints as a point ends: ``[3/9] #2 done, 3,439.2 samples/s (a=1 b=x)``, with the
+    values of ``keys`` (what varies between the points) naming the point."""
+    values = dict(ov.partition("=")[::2] for ov in o.overrides)
+    named = " ".join(f"{k}={shown(values[k])}" for k in keys if k in values)
+    return f"[{done}/{total}] #{o.idx} {line(o)}" + (f" ({named})" if named else "")
+
+
+def shown(value: str) -> str:
+    """An override's value as the console shows it: a long decimal (``0.3497859536643815``) to ``SIGNIFICANT``
+    digits, anything else as it is."""
+    if len(value) <= SIGNIFICANT + 3 or not any(c in value for c in ".eE"):
+        return value
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    return f"{number:.{SIGNIFICANT}g}"
+
+
+def shown_overrides(overrides: Iterable[str]) -> str:
+    return " ".join(f"{k}={shown(v)}" if sep else k for k, sep, v in (ov.partition("=") for ov in overrides))
+
+
+def varying_keys(points: Sequence[Sequence[str]]) -> List[str]:
     """Override keys whose value differs between points (the others are the same for every point)."""
     values: Dict[str, set] = {}
-    for o in outcomes:
-        for ov in o.overrides:
+    for overrides in points:
+        for ov in overrides:
             key, _, value = ov.partition("=")
             values.setdefault(key, set()).add(value)
-    return [k for k, v in values.items() if len(v) > 1 or any(k not in _keys(o) for o in outcomes)]
+    keys = [{ov.partition("=")[0] for ov in overrides} for overrides in points]
+    return [k for k, v in values.items() if len(v) > 1 or any(k not in ks for ks in keys)]
 
 
-def _keys(o: Outcome) -> set:
-    return {ov.partition("=")[0] for ov in o.overrides}
+def varying(outcomes: Sequence[Outcome]) -> List[str]:
+    return varying_keys([o.overrides for o in outcomes])
 
 
 def ordered(outcomes: Sequence[Outcome]) -> List[Outcome]:
@@ -126,8 +158,9 @@ def headline(outcomes: Sequence[Outcome]) -> str:
     return f"{c[DONE]} done, {c[FAILED]} failed, {c[OOM]} out of memory{skipped}"
 
 
-def render(outcomes: Sequence[Outcome]) -> Any:
-    """A rich Table of the sweep, one row per point."""
+def render(outcomes: Sequence[Outcome], top: Optional[Outcome] = None, width: Optional[int] = None) -> Any:
+    """A rich Table of the sweep, one row per point, ``top`` (default: :func:`best`) highlighted. Within ``width``
+    (the console's) the headers fold onto more lines; no value is cut (``_shrunk_widths``)."""
     from rich.table import Table
 
     keys = varying(outcomes)
@@ -135,23 +168,11 @@ def render(outcomes: Sequence[Outcome]) -> Any:
     show_mem = any(_memory(o.result) for o in outcomes)
     show_step = any(_get(o.result, "throughput", "step_time_s") is not None for o in outcomes)
     show_value = not show_tput and any(_value(o.result) for o in outcomes)
-    top = best(outcomes)
-    table = Table()
-    table.add_column("#", justify="right")
-    for k in keys:
-        table.add_column(k.split(".")[-1] if _unique_tail(keys, k) else k, justify="right")
-    table.add_column("status", no_wrap=True)
-    if show_tput:
-        table.add_column("samples/s", justify="right")
-    if show_step:
-        table.add_column("step s", justify="right")
-    if show_mem:
-        table.add_column("max IPU memory", justify="right")
-    if show_value:
-        table.add_column("result")
+    top = top if top is not None else best(outcomes)
+    rows, styles = [], []
     for o in ordered(outcomes):
         values = dict(ov.partition("=")[::2] for ov in o.overrides)
-        row = [str(o.idx)] + [values.get(k, "") for k in keys] + [o.status]
+        row = [str(o.idx)] + [shown(values.get(k, "")) for k in keys] + [o.status]
         if show_tput:
             row.append(f"{o.samples_per_s:,.1f}" if o.samples_per_s is not None else "")
         if show_step:
@@ -161,9 +182,66 @@ def render(outcomes: Sequence[Outcome]) -> Any:
             row.append(_memory(o.result) or "")
         if show_value:
             row.append(_value(o.result))
-        style = "bold green" if o is top else {FAILED: "red", OOM: "yellow", SKIPPED: "dim"}.get(o.status)
+        rows.append(row)
+        styles.append("bold green" if o is top else {FAILED: "red", OOM: "yellow", SKIPPED: "dim"}.get(o.status))
+    headers = (["#"] + [k.split(".")[-1] if _unique_tail(keys, k) else k for k in keys] + ["status"]
+               + ["samples/s"] * show_tput + ["step s"] * show_step + ["max IPU memory"] * show_mem
+               + ["result"] * show_value)
+    fixed = _shrunk_widths(headers, rows, len(keys), width)
+    if fixed is None:  # no table this narrow keeps every value whole: a line per point, as many rows as it takes
+        return _as_lines(headers, rows, styles, width or 80)
+    table = Table()
+    for n, header in enumerate(headers):
+        table.add_column(header, justify="left" if header in ("status", "result") else "right", overflow="fold",
+                         width=fixed.get(n))
+    for row, style in zip(rows, styles):
         table.add_row(*row, style=style)
     return table
+
+
+def _shrunk_widths(headers: Sequence[str], rows: Sequence[Sequence[str]], keys: int,
+                   width: Optional[int]) -> Optional[Dict[int, int]]:
+    """Column widths for a table wider than ``width``, by column; none when it fits as it is, None when it cannot
+    fit without cutting a value. Columns 1 to ``keys`` hold
+    swept values, the others figures. A figure's column keeps its widest value (its header wraps between words
+    when it must); a swept value's column its widest value, and its long key folds. What room is left goes to
+    the headers, figures first. rich left to itself shrinks the widest columns evenly, cutting values short."""
+    natural = [max([len(h)] + [len(r[n]) for r in rows]) for n, h in enumerate(headers)]
+    room = (width or 0) - (3 * len(headers) + 1)  # less the borders and padding
+    if width is None or sum(natural) <= room:
+        return {}
+    widest = [max([1] + [len(r[n]) for r in rows]) for n in range(len(headers))]
+    out = [max(widest[n], max(len(w) for w in h.split())) if not 1 <= n <= keys else widest[n]
+           for n, h in enumerate(headers)]
+    if sum(out) > room:
+        return None
+    figures_first = [n for n in range(len(headers)) if not 1 <= n <= keys] + list(range(1, keys + 1))
+    spare = room - sum(out)
+    while spare > 0 and any(out[n] < natural[n] for n in figures_first):
+        for n in figures_first:
+            if spare > 0 and out[n] < natural[n]:
+                out[n] += 1
+                spare -= 1
+    return dict(enumerate(out))
+
+
+def _as_lines(headers: Sequence[str], rows: Sequence[Sequence[str]], styles: Sequence[Optional[str]],
+              width: int) -> Any:
+    """The table's rows as ``#1 schedule=grouped status=done samples/s=3,531.6 ...``, each ``label=value`` whole,
+    wrapped within ``width``."""
+    from rich.text import Text
+
+    out = Text()
+    for row, style in zip(rows, styles):
+        lines = [f"#{row[0]}"]
+        for item in (f"{h}={v}" for h, v in zip(headers[1:], row[1:]) if v):
+            if len(lines[-1]) + 1 + len(item) > width:
+                lines.append("    " + item)
+            else:
+                lines[-1] += " " + item
+        out.append("\n".join(lines) + "\n", style=style or "")
+    out.rstrip()
+    return out
 
 
 def _unique_tail(keys: Sequence[str], key: str) -> bool:
@@ -171,13 +249,14 @@ def _unique_tail(keys: Sequence[str], key: str) -> bool:
     return sum(1 for k in keys if k.split(".")[-1] == tail) == 1
 
 
-def timing_line(wall_s: float, slots: int, compose_s: Sequence[float], timings: Sequence[Any]) -> str:
-    """Where a sweep's time went, per job: the task itself, Hydra's run_job around it, composing its config."""
+def timing_line(wall_s: float, slots: Optional[int], compose_s: Sequence[float], timings: Sequence[Any]) -> str:
+    """Where a sweep's time went, per job: the task itself, Hydra's run_job around it, composing its config. Only
+    the wall time for a launcher that does not say (``slots`` None, or no job timings)."""
     import statistics
 
     known = [t for t in timings if t is not None]
-    if not known:
-        return ""
+    if not known or slots is None:
+        return f"{len(timings)} jobs in {wall_s:.1f} s" if timings else ""
     task = statistics.mean(t.task_s for t in known)
     around = statistics.mean(t.worker_s - t.task_s for t in known)
     compose = statistics.mean(compose_s) if compose_s else 0.0
@@ -185,21 +264,33 @@ def timing_line(wall_s: float, slots: int, compose_s: Sequence[float], timings: 
             f"{1000 * around:.0f} ms in Hydra's run_job around it, {1000 * compose:.0f} ms composing its configuration")
 
 
-def print_summary(outcomes: Sequence[Outcome], title: str = "Sweep", timing: str = "") -> None:
-    """Headline, table, best fitting point, where the failed jobs' tracebacks are, and where the time went."""
+def best_line(top: Outcome, source: str = "") -> str:
+    tput = f"{top.samples_per_s:,.1f} samples/s" if top.samples_per_s is not None else top.status
+    return f"Best fitting point: #{top.idx} {shown_overrides(top.overrides)} ({tput}{'; ' + source if source else ''})"
+
+
+def print_summary(outcomes: Sequence[Outcome], title: str = "Sweep", timing: str = "",
+                  top: Optional[Outcome] = None, source: str = "") -> None:
+    """Headline, table, best fitting point (``top``, default :func:`best`; ``source`` says where it is recorded),
+    where the failed jobs' tracebacks are, and where the time went. The table fits the console's width; the best
+    point's and the failures' lines stay whole, to be copied and searched, and the timing wraps."""
     from rich.console import Console
 
     console = Console()
-    console.print(f"{title}: {headline(outcomes)}", highlight=False, soft_wrap=True, markup=False)
+    width = console.width
+
+    def say(text: str) -> None:
+        console.print(text, highlight=False, soft_wrap=True, markup=False)
+
+    say(f"{title}: {headline(outcomes)}")
     if outcomes:
-        console.print(render(outcomes))
-    top = best(outcomes)
+        console.print(render(outcomes, top, width))
+    top = top if top is not None else best(outcomes)
     if top is not None:
-        console.print(f"Best fitting point: #{top.idx} {' '.join(top.overrides)} ({top.samples_per_s:,.1f} samples/s)",
-                      highlight=False, soft_wrap=True)
-    for o in outcomes:  # one unwrapped line each, so an error message can be read and searched whole
+        say(best_line(top, source))
+    for o in outcomes:
         if o.status == FAILED:
             where = f" (traceback in {o.log_file})" if o.log_file else ""
-            console.print(f"#{o.idx} failed: {o.error}{where}", highlight=False, soft_wrap=True, markup=False)
+            say(f"#{o.idx} failed: {o.error}{where}")
     if timing:
-        console.print(timing, highlight=False, soft_wrap=True, markup=False)
+        say(textwrap.fill(timing, width=max(width, 40), subsequent_indent="    "))

@@ -1,4 +1,5 @@
-"""Run a batch of Hydra sweep jobs as Ray tasks (the launcher side of the ``ray`` launcher).
+"""Run a batch of Hydra sweep jobs as Ray tasks (the launcher side of the ``ray`` launcher, and of ``ipuexp`` for
+a sweep that ``ipuexp.runner.placement`` sends to Ray).
 
 Each job is composed here, as Hydra's basic launcher composes it (same job numbering, sweep folder and ``.hydra``
 outputs), and sent to the sweep's Ray driver, a process of its own (``ipuexp.runner.driver``), which runs it in a
@@ -17,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, NoReturn, Optional, Sequence
 
-from ipuexp.runner import captures, driver, summary
+from ipuexp.runner import captures, compose, driver, summary
 from ipuexp.runner.cluster import RaySettings
-from ipuexp.runner.errors import JobFailedError, describe, failed_return
+from ipuexp.runner.errors import describe, failed_return
 from ipuexp.runner.loss import ClusterLoss, ClusterLostError
+from ipuexp.runner.tally import Progress, Tally, report
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +43,7 @@ class LaunchOptions:
     share_captures: bool = True
     """Capture each distinct model once for the whole sweep and hand the graph to every job that needs it."""
     summary: bool = True
-    """Print the one-line-per-point table when the batch ends."""
+    """Print the one-line-per-point table when the sweep ends (each batch's, under a sweeper that keeps no tally)."""
     runtime_env: Optional[Dict[str, Any]] = None
     """Ray runtime environment of the jobs' tasks (e.g. ``env_vars``, ``pip``); None: the workers' own."""
 
@@ -55,11 +57,12 @@ class _Job:
 
 
 def launch(*, hydra_context: Any, task_function: Any, config: Any, job_overrides: Sequence[Sequence[str]],
-           initial_job_idx: int, settings: RaySettings, options: LaunchOptions) -> List[Any]:
-    """Run ``job_overrides`` on Ray; return their JobReturns in order."""
+           initial_job_idx: int, settings: RaySettings, options: LaunchOptions,
+           tally: Optional[Tally] = None) -> List[Any]:
+    """Run ``job_overrides`` on Ray; return their JobReturns in order. With the sweep's ``tally`` (ipuexp's
+    sweepers) the batch is added to it, summarised when the sweep ends; without, its table is printed now."""
     from hydra.core.singleton import Singleton
-    from hydra.core.utils import configure_log, filter_overrides, setup_globals
-    from omegaconf import open_dict
+    from hydra.core.utils import configure_log, setup_globals
     from ray import cloudpickle
 
     setup_globals()
@@ -74,7 +77,7 @@ def launch(*, hydra_context: Any, task_function: Any, config: Any, job_overrides
     log.info(f"Launching {len(job_overrides)} jobs on {drv.where}")
 
     started = time.perf_counter()
-    batch = _Batch(drv, len(job_overrides), initial_job_idx)
+    batch = _Batch(drv, job_overrides, initial_job_idx, tally)
     compose_s: List[float] = []
     preload = list(options.preload) + _job_modules(config)
     context = cloudpickle.dumps(_context(hydra_context, task_function, Singleton.get_state(), preload))
@@ -84,16 +87,12 @@ def launch(*, hydra_context: Any, task_function: Any, config: Any, job_overrides
         # start on the first jobs while the later ones are still being composed.
         for pos, overrides in enumerate(job_overrides):
             idx = initial_job_idx + pos
-            log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
             job = _Job(pos, idx, list(overrides))
             t = time.perf_counter()
             try:
-                job.config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
-                with open_dict(job.config):
-                    job.config.hydra.job.id = idx
-                    job.config.hydra.job.num = idx
+                job.config = compose.job_config(hydra_context, config, overrides, idx)
             except Exception as exc:  # a bad override fails its own job, not the sweep
-                batch.results[pos] = failed_return(job.overrides, _compose_error(exc))
+                batch.record(pos, failed_return(job.overrides, compose.compose_error(exc)))
                 continue
             finally:
                 compose_s.append(time.perf_counter() - t)
@@ -106,26 +105,30 @@ def launch(*, hydra_context: Any, task_function: Any, config: Any, job_overrides
     except KeyboardInterrupt:
         log.warning(f"Interrupted: cancelling {batch.pending} unfinished jobs and stopping Ray")
         driver.stop(cancel=True)
-        _print(batch.results, initial_job_idx, options, f"Interrupted sweep {config.hydra.sweep.dir}")
+        report(batch.results, initial_job_idx, tally, options.summary, f"Interrupted sweep {config.hydra.sweep.dir}",
+               ends_sweep=True)
         raise
     except driver.DriverLost as exc:
         driver.stop()
-        _lost(str(exc), drv.label, batch, hydra_context, config, options, initial_job_idx)
+        _lost(str(exc), drv.label, batch, hydra_context, config, options)
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
-    timing = summary.timing_line(time.perf_counter() - started, slots, compose_s,
-                                 [getattr(r, "timing", None) for r in batch.results])
-    _print(batch.results, initial_job_idx, options, f"Sweep {config.hydra.sweep.dir}", timing)
+    wall_s = time.perf_counter() - started
+    if tally is not None:
+        tally.launched(slots, compose_s)
+    timing = summary.timing_line(wall_s, slots, compose_s, [getattr(r, "timing", None) for r in batch.results])
+    report(batch.results, initial_job_idx, tally, options.summary, f"Sweep {config.hydra.sweep.dir}", timing)
     return batch.results
 
 
 class _Batch:
     """The launcher's account of one batch: jobs sent to the driver, JobReturns back from it."""
 
-    def __init__(self, drv: driver.Driver, total: int, initial_job_idx: int):
-        self.drv, self.total, self.initial_job_idx = drv, total, initial_job_idx
-        self.results: List[Any] = [None] * total
+    def __init__(self, drv: driver.Driver, job_overrides: Sequence[Sequence[str]], initial_job_idx: int,
+                 tally: Optional[Tally]):
+        self.drv, self.total, self.initial_job_idx, self.tally = drv, len(job_overrides), initial_job_idx, tally
+        self.results: List[Any] = [None] * self.total
         self.sent: Dict[int, _Job] = {}
-        self.done = 0
+        self.progress = Progress(job_overrides, tally)
 
     @property
     def pending(self) -> int:
@@ -136,40 +139,38 @@ class _Batch:
         self.drv.send("job", job.pos, job.overrides, config, capture)
         self.sent[job.pos] = job
 
+    def record(self, pos: int, ret: Any) -> None:
+        self.results[pos] = ret
+        log.info(self.progress.line(self.initial_job_idx + pos, ret))
+
     def collect(self, block: bool) -> None:
         """Take the JobReturns that have come back; with ``block`` wait (in short steps, so Ctrl-C is seen)."""
         msg = self.drv.receive(1.0 if block else 0.0)
         while msg is not None:
             if msg[0] == "result":
                 job = self.sent.pop(msg[1])
-                self.results[job.pos] = ret = pickle.loads(msg[2])
-                self.done += 1
-                log.info(f"[{self.done}/{self.total}] #{job.idx} {summary.line(summary.classify(job.idx, ret))}")
+                self.record(job.pos, pickle.loads(msg[2]))
             msg = self.drv.receive(0.0)
 
+    def outcomes(self) -> List[summary.Outcome]:
+        return [summary.classify(self.initial_job_idx + pos, r) for pos, r in enumerate(self.results)
+                if r is not None]
 
-def _lost(reason: str, cluster: str, batch: _Batch, hydra_context: Any, config: Any, options: LaunchOptions,
-          initial_job_idx: int) -> NoReturn:
+
+def _lost(reason: str, cluster: str, batch: _Batch, hydra_context: Any, config: Any,
+          options: LaunchOptions) -> NoReturn:
     """The summary of what finished, the callbacks' close-out (tracking), then the one line, as an exception."""
-    outcomes = [summary.classify(initial_job_idx + pos, r) for pos, r in enumerate(batch.results) if r is not None]
-    counts = summary.counts(outcomes)
+    counts = summary.counts(batch.outcomes())
     loss = ClusterLoss(cluster=cluster, reason=reason, total=batch.total,
                        finished=counts[summary.DONE] + counts[summary.OOM] + counts[summary.SKIPPED],
                        failed=counts[summary.FAILED])
-    _print(batch.results, initial_job_idx, options, f"Sweep {config.hydra.sweep.dir}, cut short by the loss of its "
-           f"Ray cluster")
+    report(batch.results, batch.initial_job_idx, batch.tally, options.summary,
+           f"Sweep {config.hydra.sweep.dir}, cut short by the loss of its Ray cluster", ends_sweep=True)
     try:  # Hydra calls on_multirun_end only for a sweep that returns
         hydra_context.callbacks.on_multirun_end(config=config, cluster_lost=loss)
     except Exception as exc:
         log.warning(f"Closing the sweep after the loss of its Ray cluster failed: {describe(exc)}")
     raise ClusterLostError(loss.message)
-
-
-def _print(results: List[Any], initial_job_idx: int, options: LaunchOptions, title: str,
-           timing: str = "") -> None:
-    if options.summary:
-        outcomes = [summary.classify(initial_job_idx + pos, r) for pos, r in enumerate(results) if r is not None]
-        summary.print_summary(outcomes, title=title, timing=timing)
 
 
 def _job_modules(config: Any) -> List[str]:
@@ -188,9 +189,3 @@ def _context(hydra_context: Any, task_function: Any, state: Any, preload: List[s
 
     return SweepContext(hydra_context, task_function, state, list(preload))
 
-
-def _compose_error(exc: Exception) -> JobFailedError:
-    from ipuexp.config.errors import from_omegaconf
-
-    err = from_omegaconf(exc)
-    return JobFailedError(str(err), type(exc).__name__, "", None, config_error=True)

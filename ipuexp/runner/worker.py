@@ -19,7 +19,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 from hydra.core.utils import JobReturn
 
 from ipuexp.runner import captures
-from ipuexp.runner.errors import DoesNotFit, JobFailedError, describe, is_config_error
+from ipuexp.runner.errors import DoesNotFit, JobFailedError, SweepReturn, describe, is_config_error
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def execute(sweep_id: str, context_box: List[Any], sweep_config: bytes, capture_
     launch_dir = OmegaConf.select(config, "hydra.runtime.cwd", default=None)
     if launch_dir and os.path.isdir(launch_dir):
         os.chdir(launch_dir)
-    task = _Timed(ctx.task_function)
+    task = Timed(ctx.task_function)
     try:
         ret = run_job(hydra_context=ctx.hydra_context, task_function=task, config=config,
                       job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
@@ -114,7 +114,7 @@ class JobTiming:
     """In the task function itself; the rest is Hydra's run_job around it (job folder, .hydra files, logging)."""
 
 
-class _Timed:
+class Timed:
     """The task function, timed; Hydra callbacks see it under the task function's name."""
 
     def __init__(self, fn: Any):
@@ -129,7 +129,7 @@ class _Timed:
             self.seconds = time.perf_counter() - t
 
 
-class PackedJobReturn(JobReturn):
+class PackedJobReturn(SweepReturn):
     """A JobReturn whose two configurations stay pickled until they are read.
 
     The driver of a sweep reads a job's status and return value; its ``cfg`` and ``hydra_cfg`` (hundreds of
@@ -173,21 +173,26 @@ class PackedJobReturn(JobReturn):
         self.__dict__["hydra_cfg"] = value
 
 
-def failure(exc: BaseException) -> JobFailedError:
-    """The portable form of a job's exception; the traceback also goes to the job's log file."""
+def failure(exc: BaseException, console: bool = True) -> JobFailedError:
+    """The portable form of a job's exception; the traceback also goes to the job's log file, and to the console
+    with ``console`` (a Ray worker's console is the sweep's ``ray-driver.log``; a job run in the sweep's own process
+    leaves the console to the sweep's one line per point)."""
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    log_file = _job_log_file()
-    if is_config_error(exc) or isinstance(exc, DoesNotFit):  # one line of its own: nothing to trace
-        log.error("%s", exc)
-    else:
-        log.error("job failed:\n%s", text)
+    handler = _job_log_handler()
+    one_line = is_config_error(exc) or isinstance(exc, DoesNotFit)  # nothing to trace
+    msg, args = ("%s", (exc,)) if one_line else ("job failed:\n%s", (text,))
+    if console:
+        log.error(msg, *args)
+    elif handler is not None:
+        handler.handle(log.makeRecord(log.name, logging.ERROR, __file__, 0, msg, args, None))
+    log_file = handler.baseFilename if handler is not None else None
     return JobFailedError(describe(exc), type(exc).__name__, text, log_file, is_config_error(exc))
 
 
-def _job_log_file() -> Optional[str]:
+def _job_log_handler() -> Optional[logging.FileHandler]:
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.FileHandler):
-            return handler.baseFilename
+            return handler
     return None
 
 

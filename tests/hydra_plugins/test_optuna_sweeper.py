@@ -3,6 +3,7 @@ that does not fit is a FAILED trial, and the sweep finishes (``pip install -e ".
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -77,9 +78,53 @@ def _check_study(cwd: Path, proc: subprocess.CompletedProcess) -> List[Dict]:
 @pytest.mark.slow
 def test_optuna_sweep_basic_launcher(tmp_path: Path) -> None:
     proc = _sweep(tmp_path, "hydra/launcher=basic", "tracking.enabled=false")
-    _check_study(tmp_path, proc)
+    trials = _check_study(tmp_path, proc)
     assert "Directions: ['maximize']" in proc.stderr + proc.stdout
-    assert "Error executing job" in proc.stderr  # Hydra's own line for a FAILED job, no traceback
+    # An out-of-memory trial says it does not fit (above), without Hydra's "Error executing job" line.
+    assert "Error executing job" not in proc.stderr + proc.stdout
+    _check_summary(tmp_path, proc, trials)
+
+
+@pytest.mark.slow
+def test_optuna_study_ends_with_one_summary(tmp_path: Path) -> None:
+    """The default launcher (this process for a study this small): one table and best point at the end, which is
+    the study's best as in optimization_results.yaml; values to 4 significant digits; no escape codes."""
+    from omegaconf import OmegaConf
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("MLFLOW_TRACKING_URI", None)
+    env.pop("RAY_ADDRESS", None)
+    args = [sys.executable, "-m", "ipuexp", "-m", "hydra/sweeper=optuna", "hydra.sweeper.sampler.seed=0",
+            "+recipe=bert_base", "hydra.sweeper.n_trials=6", "hydra.sweeper.n_jobs=2", "tracking.enabled=false",
+            "data.micro_batch_size=choice(16,64)", "options.available_memory_proportion=interval(0.1,0.4)",
+            "hydra.sweep.dir=sweep"]
+    proc = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    assert "\x1b" not in out  # Optuna's coloured log lines go through Hydra's logging
+    assert "Launching 2 jobs in this process (6 points" in out and "[6/6] #" in out
+    assert "Best parameters" not in out and "Best value" not in out  # the summary says it once
+    best = OmegaConf.to_container(OmegaConf.load(tmp_path / "sweep" / "optimization_results.yaml"))
+    amp = best["best_params"]["options.available_memory_proportion"]
+    assert len(repr(amp)) > 10  # Optuna's own sample, every digit of it in the file
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("Best fitting point")]
+    assert f"options.available_memory_proportion={amp:.4g} " in line and repr(amp) not in out
+    assert f"({best['best_value']:,.1f} samples/s; the study's best, as in sweep/optimization_results.yaml)" in line
+    assert re.search(r"\d\.\d{9,}", proc.stdout) is None  # no 17-digit values in what ipuexp prints
+
+
+def _check_summary(cwd: Path, proc: subprocess.CompletedProcess, trials: List[Dict]) -> None:
+    """One table at the end, its best point the study's (optimization_results.yaml)."""
+    from omegaconf import OmegaConf
+
+    out = proc.stdout
+    assert out.count("Sweep sweep: ") == 1 and out.count("Best fitting point") == 1
+    fitting = sum(1 for t in trials if t["fits"])
+    assert f"Sweep sweep: {fitting} done, 0 failed, {len(trials) - fitting} out of memory" in out
+    best = OmegaConf.to_container(OmegaConf.load(cwd / "sweep" / "optimization_results.yaml"))
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("Best fitting point")]
+    assert all(f"{k}={v}" in line for k, v in best["best_params"].items())
+    assert f"({best['best_value']:,.1f} samples/s; the study's best" in line
 
 
 @pytest.mark.slow
@@ -90,6 +135,8 @@ def test_optuna_sweep_on_ray_tracked(tmp_path: Path, ray_cluster: str) -> None:
     proc = _sweep(tmp_path, f"tracking.uri=sqlite:///{db}")
     trials = _check_study(tmp_path, proc)
     assert "out of memory" in proc.stdout
+    assert "Error executing job" not in proc.stderr + proc.stdout
+    _check_summary(tmp_path, proc, trials)
 
     from mlflow.tracking import MlflowClient
 
@@ -140,6 +187,20 @@ def test_optimiser_defaults() -> None:
     given = ["hydra.sweeper.direction=minimize"]
     assert optimiser_overrides(cfg, given) == ["hydra.sweeper.max_failure_rate=1.0"]
     assert optimiser_overrides(preflight(["+recipe=bert_base"]), []) == []
+
+
+def test_the_sweeper_is_ipuexps_subclass() -> None:
+    """``hydra/sweeper=optuna`` runs as ipuexp's subclass (one summary at the end), found among Hydra's plugins."""
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.sweeper import Sweeper
+
+    from ipuexp.__main__ import OPTUNA_SWEEPER, optimiser_sweeper, preflight
+
+    assert optimiser_sweeper(preflight(["hydra/sweeper=optuna", "+recipe=bert_base"])) == [
+        f"hydra.sweeper._target_={OPTUNA_SWEEPER}"]
+    assert optimiser_sweeper(preflight(["+recipe=bert_base"])) == []
+    found = {f"{p.__module__}.{p.__name__}" for p in Plugins.instance().discover(Sweeper)}
+    assert OPTUNA_SWEEPER in found
 
 
 @pytest.mark.slow

@@ -24,3 +24,46 @@ def test_batches_are_not_composed_before_launch():
     sweeper.config = object()
     sweeper.validate_batch_is_legal([["a=1"], ["a=2"]])
     assert Loader.calls == 0
+
+
+def _multirun(tmp_path, overrides, task):
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    conf = tmp_path / "conf"
+    conf.mkdir(exist_ok=True)
+    (conf / "config.yaml").write_text("a: 0\n")
+    with initialize_config_dir(config_dir=str(conf), version_base=None, job_name="test"):
+        return GlobalHydra.instance().hydra.multirun(
+            config_name="config", task_function=task, with_log_configuration=False,
+            overrides=["hydra/sweeper=ipuexp", "hydra.mode=MULTIRUN", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                       *overrides])
+
+
+def test_one_summary_for_every_batch_of_any_launcher(tmp_path, capsys, hydra_restore_singletons):
+    """Hydra's basic launcher, two points a batch: every batch runs, then one table of all of them; a failed point
+    ends the command with its one line after the summary, not the sweep after its batch."""
+    import pytest
+
+    from ipuexp.runner.errors import JobFailedError
+
+    def task(cfg):
+        if cfg.a == 1:
+            raise ValueError("one is bad")
+        return {"a": cfg.a}
+
+    with pytest.raises(JobFailedError, match="^ValueError: one is bad$"):
+        _multirun(tmp_path, ["hydra/launcher=basic", "hydra.sweeper.max_batch_size=2", "a=0,1,2,3,4"], task)
+    captured = capsys.readouterr()
+    assert captured.out.count("Sweep ") == 1
+    assert "4 done, 1 failed, 0 out of memory" in captured.out and "#1 failed: ValueError: one is bad" in captured.out
+    assert "5 jobs in" in captured.out
+    assert "Error executing job" not in captured.err
+    assert sorted(p.name for p in (tmp_path / "sweep").iterdir() if p.name.isdigit()) == ["0", "1", "2", "3", "4"]
+
+
+def test_summary_can_be_turned_off(tmp_path, capsys, hydra_restore_singletons):
+    batches = _multirun(tmp_path, ["hydra/launcher=ipuexp", "hydra.launcher.summary=false", "a=0,1"], lambda c: c.a)
+    assert [r.return_value for r in batches[0]] == [0, 1]
+    out = capsys.readouterr().out
+    assert "Sweep " not in out and "[2/2] #1 done (a=1)" in out

@@ -81,8 +81,10 @@ def _multirun(config_dir: Path, overrides: Sequence[str], task_function: Callabl
     from hydra.core.global_hydra import GlobalHydra
 
     with initialize_config_dir(config_dir=str(config_dir), version_base=None, job_name="test"):
+        # hydra.mode=MULTIRUN: what @hydra.main adds for -m, which jobs read to know they are sweep points
         batches = GlobalHydra.instance().hydra.multirun(config_name=config_name, task_function=task_function,
-                                                        overrides=list(overrides), with_log_configuration=False)
+                                                        overrides=list(overrides) + ["hydra.mode=MULTIRUN"],
+                                                        with_log_configuration=False)
     assert len(batches) == 1
     return list(batches[0])
 

@@ -84,3 +84,59 @@ def test_skipped_points_say_so(outcomes: List[summary.Outcome], capsys: pytest.C
     assert [o.idx for o in summary.ordered(outcomes + [skipped])] == [1, 3, 0, 4, 2]  # before the failures
     summary.print_summary(outcomes + [skipped], title="Sweep s")
     assert "Sweep s: 2 done, 1 failed, 1 out of memory, 1 skipped" in capsys.readouterr().out
+
+
+def test_long_decimals_are_rounded_for_the_console() -> None:
+    """An optimisation sweeper's float samples show 4 significant digits; other values as given."""
+    assert summary.shown("0.3497859536643815") == "0.3498"
+    assert summary.shown("1.0e-05") == "1.0e-05" and summary.shown("0.35") == "0.35"
+    assert summary.shown("1024") == "1024" and summary.shown("interleaved") == "interleaved"
+    assert summary.shown("[0.25,0.3333333333]") == "[0.25,0.3333333333]"  # not a number: as given
+    o = summary.Outcome(3, ["+recipe=r", "options.available_memory_proportion=0.3497859536643815"], summary.DONE,
+                        result=_result(3539.0, True))
+    assert summary.best_line(o, "as in s/optimization_results.yaml") == (
+        "Best fitting point: #3 +recipe=r options.available_memory_proportion=0.3498 (3,539.0 samples/s; as in "
+        "s/optimization_results.yaml)")
+    assert summary.progress(4, 8, o, ["options.available_memory_proportion"]) == \
+        "[4/8] #3 done, 3,539.0 samples/s (options.available_memory_proportion=0.3498)"
+
+
+@pytest.mark.parametrize("columns", [60, 80, 120])
+def test_table_fits_the_terminal_and_keeps_every_figure(columns: int, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture) -> None:
+    """Within ``COLUMNS``: long keys and swept values fold, no figure or status is cut or ellipsised."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    keys = ["options.available_memory_proportion", "options.pipeline.schedule", "options.gradient_accumulation"]
+    outs = []
+    for i in range(6):
+        values = [f"{0.1 + i * 0.0529:.16f}", ["grouped", "interleaved", "sequential"][i % 3], str(512 * 2 ** i)]
+        ret = _ret(["+recipe=r"] + [f"{k}={v}" for k, v in zip(keys, values)],
+                   _result(1000.0 + 1234.5 * i, i != 4, used=900 if i != 4 else 1500))
+        outs.append(summary.classify(i, ret))
+    summary.print_summary(outs, title="Sweep s")
+    lines = capsys.readouterr().out.splitlines()
+    # Every line within the width but the best point's (whole, to be copied; a failure's would be too).
+    assert all(len(ln) <= columns for ln in lines if not ln.startswith("Best fitting point"))
+    assert "…" not in "\n".join(lines)
+    table = [ln for ln in lines if ln[:1] in "┏┃┡│└"]
+    assert bool(table) == (columns >= 80)  # narrower than its narrowest form: a line per point instead
+    rows = " ".join(table) if table else " ".join(lines)
+    for o in outs:  # each row's figures whole
+        assert f"{o.samples_per_s:,.1f}" in rows
+    assert "out of memory" in rows and "150%" in rows
+    assert "0.2058" in rows  # a swept value, rounded, not folded
+
+
+def test_the_sweepers_best_point_is_the_one_shown(outcomes: List[summary.Outcome],
+                                                  capsys: pytest.CaptureFixture) -> None:
+    """An optimisation sweeper names its best trial (here a slower one, as a minimising study would)."""
+    summary.print_summary(outcomes, title="Sweep s", top=outcomes[0], source="the study's best")
+    out = capsys.readouterr().out
+    assert out.count("Best fitting point") == 1
+    assert "Best fitting point: #0 +recipe=r options.gradient_accumulation=1 (100.0 samples/s; the study's best)" in out
+
+
+def test_timing_without_the_launchers_figures() -> None:
+    """A launcher that does not say where the time went (Hydra's basic launcher) still gets the wall time."""
+    assert summary.timing_line(2.04, None, [], [None, None]) == "2 jobs in 2.0 s"
+    assert summary.timing_line(2.04, 1, [], []) == ""
