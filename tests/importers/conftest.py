@@ -1,23 +1,3 @@
-"""Fixtures for the importer tests: composition as ``python -m ipuexp`` does it, and the published files."""
-from __future__ import annotations
-
-from pathlib import Path
-from typing import Callable
-
-import pytest
-
-from ipuexp.config.compose import compose_config as _compose_config
-
-
-@pytest.fixture
-def compose_config() -> Callable:
-    """The composed DictConfig for a list of overrides; composition errors raise the CLI's ConfigError."""
-    return _compose_config
-
-
-@pytest.fixture(scope="session")
-def data_dir() -> Path:
-    """The published files kept with the tests (``tests/data``)."""
-    from published import DATA
-
-    return DATA
+"""The importer tests' fixtures: composition as ``python -m ipuexp`` does it, the published files (shared with the
+config tests)."""
+from config_fixtures import compose_config, data_dir  # noqa: F401
