@@ -1,18 +1,19 @@
 """Sweep speed: a 100-point analytic sweep of BERT-Large through the default launcher, with and without tracking.
 
-Targets on a 2-core machine: the whole ``python -m ipuexp -m +recipe=bert_large ...`` command (start-up, Ray, every
-job, MLflow tracking, the summary) in at most 20 s with tracking on, and MLflow tracking costing at most 50 ms of a
+Targets on a 2-core machine: the whole ``python -m ipuexp -m +recipe=bert_large ...`` command (start-up, every job,
+MLflow tracking, the summary) in at most 20 s with tracking on, and MLflow tracking costing at most 50 ms of a
 job's time. The 100 points: gradient accumulation (5 values) x device iterations (4) x IO tiles (5). Runs in a fresh
 temporary folder: first a 1-point sweep (which creates that folder's ``mlflow.db``, as a project's first run does),
 then the 100 points with tracking on, then the same 100 points with ``tracking.enabled=false``. The graph capture
 cache is the user's (``--cold-cache`` uses an empty one, so the 1-point sweep pays for the capture).
 
-It reports, for each of the two sweeps, the whole command, the time until Ray runs the first job, and per job the
-time in the task function (``ipuexp.app.run_job``: engine, result files, MLflow run) from the ``ray`` launcher's
-summary line. Two jobs share two cores with the driver there, so the difference between the sweeps is a noisy
-figure for what tracking costs; the same jobs are therefore also run one by one in this process, alternately with
-and without tracking (``--jobs``), which gives the cost of tracking a job on its own. Exit status 1 when a target is
-missed or a job did not finish.
+The default launcher runs 100 points on Ray, a sweep of fewer in its own process (``ipuexp.runner.placement``). It
+reports, for each of the two sweeps, the whole command, the time until the first job starts, and per job the time in
+the task function (``ipuexp.app.run_job``: engine, result files, MLflow run) from the launcher's summary line. On
+Ray two jobs share two cores with the driver, so the difference between the sweeps is a
+noisy figure for what tracking costs; the same jobs are therefore also run one by one in this process, alternately
+with and without tracking (``--jobs``), which gives the cost of tracking a job on its own. Exit status 1 when a
+target is missed or a job did not finish.
 """
 from __future__ import annotations
 
@@ -58,9 +59,15 @@ class Sweep:
 
     @property
     def task_s(self) -> Optional[float]:
-        """Mean time per job in the task function, from the ray launcher's summary line."""
+        """Mean time per job in the task function, from the launcher's summary line."""
         m = re.search(r"per job (\d+) ms in the task", self.stdout)
         return int(m.group(1)) / 1000 if m else None
+
+    @property
+    def slots(self) -> str:
+        """Jobs run at once, from the launcher's summary line (1 in this process)."""
+        m = re.search(r"(\d+) at a time", self.stdout)
+        return m.group(1) if m else "?"
 
     @property
     def to_first_job_s(self) -> Optional[float]:
@@ -180,10 +187,10 @@ def main() -> int:
 
     print(f"100-point sweep of bert_large ({args.launcher} launcher): tracking on {on.seconds:.1f} s "
           f"(target <= {TARGET_S:.0f} s; {on.headline}), tracking off {off.seconds:.1f} s ({off.headline})")
-    print(f"  until the first job starts (start-up, every job's config composed, Ray): tracking on "
+    print(f"  until the first job starts (start-up; on Ray, its start): tracking on "
           f"{on.to_first_job_s or float('nan'):.1f} s, off {off.to_first_job_s or float('nan'):.1f} s; "
           f"1-point sweep {one.seconds:.1f} s")
-    print(f"  per job in the task (engine, files, MLflow run), 2 at a time: tracking on {ms(on.task_s)}, "
+    print(f"  per job in the task (engine, files, MLflow run), {on.slots} at a time: tracking on {ms(on.task_s)}, "
           f"off {ms(off.task_s)}")
     cost = wall[True] - wall[False]
     print(f"per job in one process ({args.jobs} points each, alternately): tracking off {ms(wall[False])}, "

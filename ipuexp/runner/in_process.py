@@ -1,0 +1,70 @@
+"""Run a batch of Hydra sweep jobs one after another in this process (the ``ipuexp`` launcher's small sweeps).
+
+Each job is composed and run as Hydra's basic launcher runs it (same numbering, folders, ``.hydra`` outputs, Hydra
+callbacks, so the same MLflow runs), and ends as a job on Ray ends: one progress line, a failure as one line with
+the traceback in its log file, and the same table when the sweep ends (``ipuexp.runner.tally``). Graph captures are
+shared by the process's own capture cache.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any, List, Optional, Sequence
+
+from ipuexp.runner import compose, summary
+from ipuexp.runner.errors import SweepReturn, failed_return
+from ipuexp.runner.tally import Progress, Tally, report
+
+log = logging.getLogger(__name__)
+
+
+def launch(*, hydra_context: Any, task_function: Any, config: Any, job_overrides: Sequence[Sequence[str]],
+           initial_job_idx: int, why: str, show_summary: bool = True, tally: Optional[Tally] = None) -> List[Any]:
+    """Run ``job_overrides`` here; return their JobReturns in order. ``why`` says why not on Ray (logged)."""
+    from hydra.core.utils import JobStatus, configure_log, run_job, setup_globals
+
+    from ipuexp.runner.worker import JobTiming, Timed, failure
+
+    setup_globals()
+    configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+    Path(str(config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+    first = tally is None or tally.done == 0  # the reason once per sweep, not per batch
+    log.info(f"Launching {len(job_overrides)} jobs in this process" + (f" ({why})" if first else ""))
+    started = time.perf_counter()
+    progress = Progress(job_overrides, tally)
+    results: List[Any] = []
+    compose_s: List[float] = []
+    try:
+        for pos, overrides in enumerate(job_overrides):
+            idx = initial_job_idx + pos
+            t = time.perf_counter()
+            try:
+                job_config = compose.job_config(hydra_context, config, overrides, idx)
+            except Exception as exc:  # a bad override fails its own job, not the sweep
+                ret = failed_return(list(overrides), compose.compose_error(exc))
+            else:
+                compose_s.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                task = Timed(task_function)
+                ret = SweepReturn.of(run_job(hydra_context=hydra_context, task_function=task, config=job_config,
+                                             job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir"))
+                if ret.status == JobStatus.FAILED:  # while the job's log file is still open
+                    ret.return_value = failure(ret._return_value, console=False)
+                ret.timing = JobTiming(worker_s=time.perf_counter() - t, task_s=task.seconds)
+            configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+            results.append(ret)
+            log.info(progress.line(idx, ret))
+    except KeyboardInterrupt:
+        configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+        log.warning(f"Interrupted: {len(job_overrides) - len(results)} jobs did not finish")
+        report(results, initial_job_idx, tally, show_summary, f"Interrupted sweep {config.hydra.sweep.dir}",
+               ends_sweep=True)
+        raise
+    wall_s = time.perf_counter() - started
+    if tally is not None:
+        tally.launched(1, compose_s)
+    timing = summary.timing_line(wall_s, 1, compose_s, [getattr(r, "timing", None) for r in results])
+    report(results, initial_job_idx, tally, show_summary, f"Sweep {config.hydra.sweep.dir}", timing)
+    return results
+
