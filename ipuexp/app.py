@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ContextManager, List, Optional
@@ -113,7 +114,6 @@ def run_job(cfg: DictConfig, out_dir: str | Path = ".") -> Result | Skipped:
     (``ipuexp.tracking.resume.already_completed``)."""
     from ipuexp.config.compose import apply_imported_options
     from ipuexp.config.validate import validate
-    from ipuexp.report.console import print_result
     from ipuexp.tracking import already_completed, track_job
 
     for warning in apply_imported_options(cfg, _command_line()) + validate(cfg):
@@ -152,8 +152,40 @@ def run_job(cfg: DictConfig, out_dir: str | Path = ".") -> Result | Skipped:
         path.write_text(json.dumps(result.to_dict(), indent=2))
         run.log_result(result)
     if not _in_sweep():
-        print_result(result)
+        _report(result, out, run, cfg)
     return result
+
+
+RECORD_LOGGER = "ipuexp-record"
+"""Writes to the job's log file only (``conf/config.yaml``: ``hydra.job_logging``): what a single run printed."""
+
+
+def _report(result: Result, out: Path, run: Any, cfg: DictConfig) -> None:
+    """The run's tables, where its files went and its MLflow run, on the terminal and in the job's log file."""
+    import logging
+
+    from rich.console import Console
+
+    from ipuexp.report.console import print_result
+    from ipuexp.tracking.store import experiment_name
+
+    console = Console(record=True)
+    print_result(result, console)
+    files = [p.name for p in sorted(out.iterdir(), key=lambda p: (p.suffix != ".json", p.name))
+             if p.is_file() and not p.name.startswith(".") and p.suffix != ".log"]
+    folder = os.path.relpath(out.resolve(), _launch_dir())
+    console.print(f"Wrote {', '.join(files)} to {folder}{os.sep}", markup=False, highlight=False)
+    if getattr(run, "run_id", None):
+        console.print(f"MLflow run {run.run_id} in experiment {experiment_name(cfg)!r} (see it with mlflow ui)",
+                      markup=False, highlight=False)
+    logging.getLogger(RECORD_LOGGER).info("\n" + console.export_text())
+
+
+def _launch_dir() -> str:
+    """Where the command was started (Hydra changes into the run folder)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.get().runtime.cwd if HydraConfig.initialized() else os.getcwd()
 
 
 def optimising() -> bool:

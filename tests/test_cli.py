@@ -48,6 +48,15 @@ def test_main_job_prints_per_ipu_table(bert_large_run):
     assert "bert_large" in out
 
 
+def test_main_job_says_where_it_wrote_and_logs_its_report(bert_large_run):
+    cwd, proc = bert_large_run
+    lines = " ".join(proc.stdout.split())
+    assert f"Wrote result.json, config.yaml" in lines and f"to run{os.sep}" in lines
+    assert "MLflow run " in lines and "in experiment 'bert_large'" in lines
+    log = (cwd / "run" / "__main__.log").read_text()
+    assert "Throughput:" in log and "Wrote result.json" in log
+
+
 def test_main_job_is_tracked_in_default_store(bert_large_run):
     import mlflow
 

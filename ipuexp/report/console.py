@@ -1,6 +1,8 @@
 """The console summary of a result. Counts (parameters, FLOPs) are decimal; memory is binary (``ipuexp.units``)."""
 from __future__ import annotations
 
+from typing import Any
+
 from ipuexp.result import Result
 from ipuexp.units import column_unit, human_bytes
 
@@ -12,7 +14,8 @@ def _si(x: float) -> str:
     return f"{x:.0f}"
 
 
-def print_result(result: Result) -> None:
+def print_result(result: Result, console: Any = None) -> None:
+    """The run's tables and figures (on ``console``, default the terminal)."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -31,7 +34,7 @@ def print_result(result: Result) -> None:
         table.add_row(str(ipu.ipu), ",".join(map(str, ipu.stages)), _si(ipu.parameters), _si(ipu.fwd_flops),
                       _si(ipu.bwd_flops), human_bytes(ipu.saved_activation_bytes, 1, saved),
                       human_bytes(ipu.boundary_out_bytes, 1, sent))
-    console = Console()
+    console = console or Console()
     console.print(table)
     if result.memory is not None:
         mem = Table(title="Memory per IPU (fullest tile decides)")
