@@ -30,7 +30,7 @@ def launch(*, hydra_context: Any, task_function: Any, config: Any, job_overrides
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     Path(str(config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
     first = tally is None or tally.done == 0  # the reason once per sweep, not per batch
-    log.info(f"Launching {len(job_overrides)} jobs in this process" + (f" ({why})" if first else ""))
+    log.info(summary.log_lines(f"Launching {len(job_overrides)} jobs in this process" + (f" ({why})" if first else "")))
     started = time.perf_counter()
     progress = Progress(job_overrides, tally)
     results: List[Any] = []

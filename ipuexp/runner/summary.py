@@ -87,7 +87,21 @@ def progress(done: int, total: int, o: Outcome, keys: Sequence[str]) -> str:
     values of ``keys`` (what varies between the points) naming the point."""
     values = dict(ov.partition("=")[::2] for ov in o.overrides)
     named = " ".join(f"{k}={shown(values[k])}" for k in keys if k in values)
-    return f"[{done}/{total}] #{o.idx} {line(o)}" + (f" ({named})" if named else "")
+    return log_lines(f"[{done}/{total}] #{o.idx} {line(o)}" + (f" ({named})" if named else ""))
+
+
+LOG_PREFIX = len("[HYDRA] ")
+"""What Hydra's console log puts before a message (``conf/config.yaml``: ``hydra.hydra_logging``)."""
+
+
+def log_lines(text: str) -> str:
+    """``text`` broken between words to fit the terminal after Hydra's log prefix (continuations indented)."""
+    import shutil
+    import textwrap
+
+    width = max(40, shutil.get_terminal_size((120, 24)).columns - LOG_PREFIX)
+    return "\n".join(textwrap.wrap(text, width=width, subsequent_indent="    ", break_on_hyphens=False,
+                                    break_long_words=False)) or text
 
 
 def shown(value: str) -> str:
@@ -184,7 +198,8 @@ def render(outcomes: Sequence[Outcome], top: Optional[Outcome] = None, width: Op
             row.append(_value(o.result))
         rows.append(row)
         styles.append("bold green" if o is top else {FAILED: "red", OOM: "yellow", SKIPPED: "dim"}.get(o.status))
-    headers = (["#"] + [k.split(".")[-1] if _unique_tail(keys, k) else k for k in keys] + ["status"]
+    # A key's words (underscores as spaces) wrap in a narrow column rather than break mid-word.
+    headers = (["#"] + [(k.split(".")[-1] if _unique_tail(keys, k) else k).replace("_", " ") for k in keys] + ["status"]
                + ["samples/s"] * show_tput + ["step s"] * show_step + ["max IPU memory"] * show_mem
                + ["result"] * show_value)
     fixed = _shrunk_widths(headers, rows, len(keys), width)
@@ -272,15 +287,16 @@ def best_line(top: Outcome, source: str = "") -> str:
 def print_summary(outcomes: Sequence[Outcome], title: str = "Sweep", timing: str = "",
                   top: Optional[Outcome] = None, source: str = "") -> None:
     """Headline, table, best fitting point (``top``, default :func:`best`; ``source`` says where it is recorded),
-    where the failed jobs' tracebacks are, and where the time went. The table fits the console's width; the best
-    point's and the failures' lines stay whole, to be copied and searched, and the timing wraps."""
+    where the failed jobs' tracebacks are, and where the time went, all within the console's width: the table
+    folds long keys, the lines break between words (a long path or value stays whole on a line of its own)."""
     from rich.console import Console
 
     console = Console()
     width = console.width
 
     def say(text: str) -> None:
-        console.print(text, highlight=False, soft_wrap=True, markup=False)
+        console.print(textwrap.fill(text, width=max(width, 40), subsequent_indent="    ", break_long_words=False,
+                                    break_on_hyphens=False), highlight=False, soft_wrap=True, markup=False)
 
     say(f"{title}: {headline(outcomes)}")
     if outcomes:
@@ -293,4 +309,4 @@ def print_summary(outcomes: Sequence[Outcome], title: str = "Sweep", timing: str
             where = f" (traceback in {o.log_file})" if o.log_file else ""
             say(f"#{o.idx} failed: {o.error}{where}")
     if timing:
-        say(textwrap.fill(timing, width=max(width, 40), subsequent_indent="    "))
+        say(timing)
