@@ -116,13 +116,16 @@ def _log_links(c: Any, uri: str, exp: Any, parent_id: str, ui_url: Optional[str]
         return
     runs: List[Any] = sorted(children(c, exp.experiment_id, parent_id, None, limit=50000),
                              key=lambda r: r.info.start_time)
+    from ipuexp.runner.summary import log_lines
+
     hint = serve_hint(uri)
     if hint and not ui_url:
-        hint += f" (on another port P: add tracking.ui_url=http://127.0.0.1:P to the sweep's command)"
-    log.info(f"MLflow experiment {exp.name!r}: {experiment_url(base, exp.experiment_id)}"
-             + (f" (serve it with: {hint})" if hint else ""))
+        hint += "; on another port P, add tracking.ui_url=http://127.0.0.1:P to the sweep's command"
+    # The words wrap to the terminal; an address stays whole on a line of its own, to be clicked or copied.
+    log.info(log_lines(f"MLflow experiment {exp.name!r}" + (f" (serve it with: {hint})" if hint else "") + ":")
+             + f"\n    {experiment_url(base, exp.experiment_id)}")
     if runs:
-        log.info(f"Compare the sweep's {len(runs)} runs: "
+        log.info(f"Compare the sweep's {len(runs)} runs:\n    "
                  f"{compare_url(base, exp.experiment_id, [r.info.run_id for r in runs])}")
 
 
