@@ -38,8 +38,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         return EXIT_BAD_INPUT
     print_table(sweep)
     written = [write_csv(sweep, out / "sweep.csv"), *draw_all(sweep, out)]
-    for path in written:
-        print(f"wrote {path}")
+    import os
+    import shutil
+    import textwrap
+
+    names = ", ".join(Path(p).name for p in written)
+    print(textwrap.fill(f"Wrote {names} to {out}{os.sep}", width=shutil.get_terminal_size((100, 24)).columns,
+                        subsequent_indent="    ", break_long_words=False, break_on_hyphens=False))
     return 0
 
 

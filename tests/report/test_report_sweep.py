@@ -115,7 +115,7 @@ def test_cli_writes_csv_and_charts(log_sweep, db_uri, tmp_path: Path, capsys):
         image = matplotlib.image.imread(out / name)
         assert image.shape[0] > 300 and image.shape[1] > 500
         assert image.std() > 0.01  # something is drawn
-    assert "wrote" in capsys.readouterr().out
+    assert "Wrote sweep.csv" in capsys.readouterr().out
 
 
 def test_a_single_runs_own_setting_is_no_swept_key(log_sweep, make_result, db_uri, tmp_path: Path, capsys):
