@@ -80,7 +80,8 @@ def _check_lost_sweep(code: int, tmp_path: Path, client: MlflowClient, head: str
     cause, finished = match.group(1), int(match.group(2))
     assert 2 <= finished < POINTS and finished + int(match.group(3)) == POINTS
     assert "Traceback" not in out + err
-    assert f"cut short by the loss of its Ray cluster: {finished} done, 0 failed, 0 out of memory" in out
+    assert f"cut short by the loss of its Ray cluster: {finished} done, 0 failed, 0 out of memory" in \
+        " ".join(out.split())
 
     (parent,), children = _runs(client)
     assert parent.info.status == "FAILED" and parent.data.tags[LOST_TAG] == "true"
