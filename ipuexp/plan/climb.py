@@ -75,12 +75,13 @@ def neighbours(p: sp.Problem, c: Candidate, layouts: List[Tuple[Layout, int]]) -
     if dims["amp"] == (None,):
         v["amp"] = None
     out: List[Candidate] = []
+    # A move of anything but the proportions keeps the candidate's per-IPU proportions (refined or fixed).
+    per_ipu = c.amp if len(set(c.amp)) > 1 or fixed_amp is not None else None
     for name, choices in dims.items():
         for choice in choices:
             if choice != v.get(name):
-                keep = fixed_amp if name not in ("amp0", "amp") else None
-                per_ipu = c.amp if name not in ("amp0", "amp") and len(set(c.amp)) > 1 else keep
-                out.append(sp.build(c.layout, c.replicas, dict(v, **{name: choice}), per_ipu))
+                out.append(sp.build(c.layout, c.replicas, dict(v, **{name: choice}),
+                                    None if name in ("amp0", "amp") else per_ipu))
     others = [(lay, r) for lay, r in layouts if (lay, r) != (c.layout, c.replicas)]
     if "layout" not in p.fixed:
         others += [(lay, c.replicas) for lay in shifted(c.layout)]

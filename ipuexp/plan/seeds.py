@@ -86,7 +86,7 @@ def seeds(p: sp.Problem) -> List[Candidate]:
             for m, ga in batching:
                 values = seed_values(r, dims)
                 values["batching"] = (m, ga)
-                out.append(sp.build(lay, replicas, values, _amp_for(r, lay, p)))
+                out.append(sp.build(lay, replicas, values, _amp_for(r, lay)))
     return list(dict.fromkeys(out))
 
 
@@ -102,6 +102,6 @@ def seed_values(r: Candidate, dims: Dict[str, tuple]) -> Dict[str, object]:
     return values
 
 
-def _amp_for(r: Candidate, lay: Layout, p: sp.Problem) -> Optional[Tuple[float, ...]]:
+def _amp_for(r: Candidate, lay: Layout) -> Optional[Tuple[float, ...]]:
     """The recipe's per-IPU proportions on a layout of as many IPUs (its own split or a published one)."""
     return r.amp if lay.ipus == len(r.amp) and len(set(r.amp)) > 1 else None

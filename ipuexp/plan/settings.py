@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import List, Optional
 
 from ipuexp.config.errors import ConfigError
@@ -67,11 +68,10 @@ def check(cfg: PlanConfig) -> PlanConfig:
     return cfg
 
 
-def run_folder(out_dir: Optional[str], now: Optional[object] = None) -> "Path":
+def run_folder(out_dir: Optional[str], now: Optional[object] = None) -> Path:
     """The folder a plan writes into: ``out_dir``, or a fresh ``outputs/YYYY-MM-DD/HH-MM-SS`` (Hydra's run-folder
     pattern, so plans sit beside runs), suffixed ``-1``, ``-2``... when two plans start in the same second."""
     import datetime
-    from pathlib import Path
 
     if out_dir:
         return Path(out_dir)
