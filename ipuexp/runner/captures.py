@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from typing import Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Optional, Tuple
+
+if TYPE_CHECKING:
+    from ipuexp.config.types import ConfigNode
 
 MEMO_SIZE = 16
 """Graphs kept per process; a sweep over micro-batch sizes or model variants needs one each."""
@@ -59,7 +62,7 @@ def clear() -> None:
     _memo.clear()
 
 
-def request(job_cfg: Any) -> Optional[Tuple[str, Any, int, Optional[str]]]:
+def request(job_cfg: ConfigNode) -> Optional[Tuple[str, Any, int, Optional[str]]]:
     """``(key, model, micro_batch_size, cache_dir)`` of the capture an ipuexp job will make, else None.
 
     ``model`` is the object ``ipuexp.app.evaluate`` passes to the capture (the ModelConfig dataclass), so the key

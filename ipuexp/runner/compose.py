@@ -2,12 +2,15 @@
 outputs); an override that cannot be composed fails its own job, not the sweep."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ipuexp.runner.errors import JobFailedError
 
+if TYPE_CHECKING:
+    from ipuexp.config.types import ConfigNode
 
-def job_config(hydra_context: Any, config: Any, overrides: Sequence[str], idx: int) -> Any:
+
+def job_config(hydra_context: Any, config: ConfigNode, overrides: Sequence[str], idx: int) -> Any:
     """Job ``idx``'s configuration: the sweep's ``config`` with ``overrides``."""
     from omegaconf import open_dict
 

@@ -10,16 +10,19 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence
 
 from ipuexp.runner import compose, summary
 from ipuexp.runner.errors import SweepReturn, failed_return
 from ipuexp.runner.tally import Progress, Tally, report
 
+if TYPE_CHECKING:
+    from ipuexp.config.types import ConfigNode
+
 log = logging.getLogger(__name__)
 
 
-def launch(*, hydra_context: Any, task_function: Any, config: Any, job_overrides: Sequence[Sequence[str]],
+def launch(*, hydra_context: Any, task_function: Any, config: ConfigNode, job_overrides: Sequence[Sequence[str]],
            initial_job_idx: int, why: str, show_summary: bool = True, tally: Optional[Tally] = None) -> List[Any]:
     """Run ``job_overrides`` here; return their JobReturns in order. ``why`` says why not on Ray (logged)."""
     from hydra.core.utils import JobStatus, configure_log, run_job, setup_globals

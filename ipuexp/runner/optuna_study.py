@@ -16,10 +16,13 @@ import contextlib
 import functools
 import logging
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
 
 from ipuexp.runner import summary
 from ipuexp.runner.tally import Tallied, Tally, show_summary
+
+if TYPE_CHECKING:
+    from ipuexp.config.types import ConfigNode
 
 RESULTS = "optimization_results.yaml"
 """Where hydra-optuna-sweeper writes the study's best parameters and value, in the sweep folder."""
@@ -29,7 +32,7 @@ _REPLACED = ("Best parameters:", "Best value:")
 """The sweeper's closing lines, which the summary replaces."""
 
 
-def tally_trials(impl: Any, config: Any) -> Tally:
+def tally_trials(impl: Any, config: ConfigNode) -> Tally:
     """After the sweeper's setup: its launcher's batches recorded in a new tally, which is returned."""
     tally = Tally(total=impl.n_trials, show=show_summary(config))
     impl.launcher = Tallied(impl.launcher, tally, total=lambda: impl.n_trials)

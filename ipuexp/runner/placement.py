@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
+
+if TYPE_CHECKING:
+    from ipuexp.config.types import ConfigNode
 
 IN_PROCESS_BELOW = 100
 """Default ``hydra.launcher.in_process_below`` of the ``ipuexp`` launcher (``ray``: 0, always Ray)."""
@@ -30,7 +33,7 @@ def in_process(settings: Any, runtime_env: Any, below: int, points: int, functio
             "more than running them side by side saves")
 
 
-def functional(config: Any, job_overrides: Sequence[Sequence[str]]) -> bool:
+def functional(config: ConfigNode, job_overrides: Sequence[Sequence[str]]) -> bool:
     """Whether the sweep trains with the functional engine (``engine.mode``: the sweep's own, or a point's)."""
     from omegaconf import OmegaConf
 

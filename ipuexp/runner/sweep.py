@@ -16,13 +16,16 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, NoReturn, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, NoReturn, Optional, Sequence
 
 from ipuexp.runner import captures, compose, driver, summary
 from ipuexp.runner.cluster import RaySettings
 from ipuexp.runner.errors import describe, failed_return
 from ipuexp.runner.loss import ClusterLoss, ClusterLostError
 from ipuexp.runner.tally import Progress, Tally, report
+
+if TYPE_CHECKING:
+    from ipuexp.config.types import ConfigNode
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +59,7 @@ class _Job:
     config: Any = None
 
 
-def launch(*, hydra_context: Any, task_function: Any, config: Any, job_overrides: Sequence[Sequence[str]],
+def launch(*, hydra_context: Any, task_function: Any, config: ConfigNode, job_overrides: Sequence[Sequence[str]],
            initial_job_idx: int, settings: RaySettings, options: LaunchOptions,
            tally: Optional[Tally] = None) -> List[Any]:
     """Run ``job_overrides`` on Ray; return their JobReturns in order. With the sweep's ``tally`` (ipuexp's
@@ -157,7 +160,7 @@ class _Batch:
                 if r is not None]
 
 
-def _lost(reason: str, cluster: str, batch: _Batch, hydra_context: Any, config: Any,
+def _lost(reason: str, cluster: str, batch: _Batch, hydra_context: Any, config: ConfigNode,
           options: LaunchOptions) -> NoReturn:
     """The summary of what finished, the callbacks' close-out (tracking), then the one line, as an exception."""
     counts = summary.counts(batch.outcomes())
@@ -173,7 +176,7 @@ def _lost(reason: str, cluster: str, batch: _Batch, hydra_context: Any, config: 
     raise ClusterLostError(loss.message)
 
 
-def _job_modules(config: Any) -> List[str]:
+def _job_modules(config: ConfigNode) -> List[str]:
     """Modules an ipuexp job will import besides ``preload``: MLflow when the sweep tracks its runs."""
     from omegaconf import OmegaConf
 

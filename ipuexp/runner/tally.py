@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence
 
 from ipuexp.runner import summary
 from ipuexp.runner.errors import SweepReturn
+
+if TYPE_CHECKING:
+    from ipuexp.config.types import ConfigNode
 
 
 @dataclass
@@ -121,7 +124,7 @@ def report(results: Sequence[Any], initial_job_idx: int, tally: Optional[Tally],
         summary.print_summary(outcomes, title=title, timing=timing)
 
 
-def show_summary(config: Any) -> bool:
+def show_summary(config: ConfigNode) -> bool:
     """``hydra.launcher.summary`` (true when the launcher has no such setting)."""
     from omegaconf import OmegaConf
 

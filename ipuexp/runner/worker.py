@@ -14,12 +14,15 @@ import pickle
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
 
 from hydra.core.utils import JobReturn
 
 from ipuexp.runner import captures
 from ipuexp.runner.errors import DoesNotFit, JobFailedError, SweepReturn, describe, is_config_error
+
+if TYPE_CHECKING:
+    from ipuexp.config.types import ConfigNode
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +124,7 @@ class Timed:
         functools.update_wrapper(self, fn)
         self.fn, self.seconds = fn, 0.0
 
-    def __call__(self, cfg: Any) -> Any:
+    def __call__(self, cfg: ConfigNode) -> Any:
         t = time.perf_counter()
         try:
             return self.fn(cfg)

@@ -17,9 +17,12 @@ import random
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional, Tuple, TypeVar
 
 from ipuexp.config.schema import model_label
+
+if TYPE_CHECKING:
+    from ipuexp.config.types import AnyConfig
 
 T = TypeVar("T")
 
@@ -54,7 +57,7 @@ def launch_dir() -> Path:
     return Path.cwd()
 
 
-def tracking_uri(cfg: Any) -> str:
+def tracking_uri(cfg: Optional[AnyConfig]) -> str:
     """``tracking.uri``, else ``MLFLOW_TRACKING_URI``, else MLflow's default; local paths made absolute."""
     uri = (cfg.tracking.uri if cfg is not None else None) or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
     return absolute_uri(str(uri), launch_dir())
@@ -81,7 +84,7 @@ def sqlite_path(uri: str) -> Optional[Path]:
     return None
 
 
-def experiment_name(cfg: Any) -> str:
+def experiment_name(cfg: AnyConfig) -> str:
     """``tracking.experiment``, else the recipe name, else the model name."""
     return str(cfg.tracking.experiment or cfg.recipe or model_label(cfg.model))
 
