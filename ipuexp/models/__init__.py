@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Any, Callable
+from typing import Any, Callable, Dict, Tuple
 
 from ipuexp.models.hf_source import HF
 from ipuexp.models.variants import CUSTOM, VARIANTS, resolve
@@ -106,11 +106,7 @@ def zoo_layers(model_cfg: Any) -> int:
     reported before a run starts.
     """
     if str(getattr(model_cfg, "name", "")) in (CUSTOM, HF):
-        import torch
-
-        with torch.device("meta"):
-            model = build_model(model_cfg)
-        return sum(1 for b in model.blocks if b.is_layer)
+        return sum(_layer_flags(model_cfg))
     return int(resolve(model_cfg).hp["layers"])
 
 
@@ -118,12 +114,47 @@ def zoo_ends(model_cfg: Any) -> tuple:
     """(has blocks before its first layer block, has blocks after its last) of the configured model: from a table
     for zoo models, from the blocks of a custom or Transformers model built on the meta device."""
     if str(getattr(model_cfg, "name", "")) in (CUSTOM, HF):
-        import torch
-
-        with torch.device("meta"):
-            flags = [b.is_layer for b in build_model(model_cfg).blocks]
+        flags = _layer_flags(model_cfg)
         if True not in flags:
             return (True, False)
         return (not flags[0], not flags[-1])
     return _ENDS[resolve(model_cfg).family]
 
+
+
+_FLAGS: Dict[str, Tuple[bool, ...]] = {}
+"""``is_layer`` of each block, by model configuration: building a Transformers model on the meta device costs tens
+of milliseconds, and the rule table asks for its layers and ends on every configuration it checks (a sweep, a
+plan's thousands of candidates) while the model stays the same."""
+
+
+def _layer_flags(model_cfg: Any) -> Tuple[bool, ...]:
+    """``is_layer`` of each block of a custom or Transformers model, built once per configuration."""
+    key = _model_key(model_cfg)
+    flags = _FLAGS.get(key)
+    if flags is None:
+        import torch
+
+        with torch.device("meta"):
+            flags = _FLAGS[key] = tuple(b.is_layer for b in build_model(model_cfg).blocks)
+    return flags
+
+
+def _model_key(model_cfg: Any) -> str:
+    """The model configuration's content (a Transformers model's also its config.json, after overrides)."""
+    import dataclasses
+    import json
+
+    from omegaconf import DictConfig, OmegaConf
+
+    if isinstance(model_cfg, DictConfig):
+        plain = OmegaConf.to_container(model_cfg, resolve=True)
+    elif dataclasses.is_dataclass(model_cfg):
+        plain = dataclasses.asdict(model_cfg)
+    else:
+        plain = vars(model_cfg)
+    if str(getattr(model_cfg, "name", "")) == HF:
+        from ipuexp.models.hf_source import fingerprint
+
+        plain = {"model": plain, "hf": fingerprint(model_cfg)}
+    return json.dumps(plain, sort_keys=True, default=str)

@@ -30,3 +30,23 @@ def test_bad_hf_values_are_one_line(overrides, message):
     with pytest.raises(ConfigError) as err:
         preflight(overrides)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_rule_table_builds_a_transformers_model_once_per_configuration(compose_config, monkeypatch):
+    # A plan checks thousands of configurations of one model: its blocks are found once, not on every check.
+    import ipuexp.models as models
+    from ipuexp.config.validate import validate
+
+    built = []
+    real = models.build_model
+    monkeypatch.setattr(models, "build_model", lambda cfg: built.append(1) or real(cfg))
+    monkeypatch.setattr(models, "_FLAGS", {})
+    cfg = compose_config(["model=hf", "model.hf.config=bert-base-uncased",
+                          "options.pipeline.layers_per_ipu=[3,3,3,3]", "options.gradient_accumulation=64"])
+    validate(cfg)
+    validate(cfg)
+    assert len(built) == 1
+    other = compose_config(["model=hf", "model.hf.config=bert-base-uncased", "model.num_layers=8",
+                            "options.pipeline.layers_per_ipu=[2,2,2,2]", "options.gradient_accumulation=64"])
+    validate(other)
+    assert len(built) == 2  # another configuration is another model
