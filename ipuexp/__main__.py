@@ -77,52 +77,18 @@ def sweep_points(overrides: List[str]) -> List[List[str]]:
     return [first] + [first[:i] + [value] + first[i + 1:] for i, axis in enumerate(axes) for value in axis[1:]]
 
 
-OPTIMISER_DEFAULTS = {"direction": ("minimize", "maximize"), "max_failure_rate": (0.0, 1.0)}
-"""Optuna sweeper settings (Hydra's default, ipuexp's) that ``hydra/sweeper=optuna`` gets unless given on the
-command line: each job returns its throughput, to be maximised, and an out-of-memory trial is a FAILED trial that
-must not stop the study."""
-
-
-def optimiser_overrides(cfg: ConfigNode, overrides: List[str]) -> List[str]:
-    """What ipuexp adds to the command line of a multirun with Hydra's Optuna sweeper: ``OPTIMISER_DEFAULTS`` for
-    the settings still at Hydra's default and not given on the command line."""
-    target = str(cfg.hydra.sweeper.get("_target_", ""))
-    if not target.endswith("OptunaSweeper"):
-        return []
-    given = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
-    added = []
-    for name, (hydra_default, ours) in OPTIMISER_DEFAULTS.items():
-        value = cfg.hydra.sweeper.get(name)
-        if f"hydra.sweeper.{name}" not in given and str(getattr(value, "name", value)) == str(hydra_default):
-            added.append(f"hydra.sweeper.{name}={ours}")
-    return added
-
-
-OPTUNA_SWEEPER = "hydra_plugins.ipuexp_ray_launcher.optuna_sweeper.OptunaSweeper"
-"""hydra-optuna-sweeper's sweeper with the sweep's one summary, which ``hydra/sweeper=optuna`` runs as."""
-
-
-def optimiser_sweeper(cfg: ConfigNode) -> List[str]:
-    """``hydra/sweeper=optuna`` as ipuexp runs it (``OPTUNA_SWEEPER``); nothing for any other sweeper."""
-    target = str(cfg.hydra.sweeper.get("_target_", ""))
-    if target != "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper":
-        return []
-    return [f"hydra.sweeper._target_={OPTUNA_SWEEPER}"]
-
-
-def check_optimiser(cfg: ConfigNode) -> None:
-    """Refuse what Hydra's Optuna sweeper cannot run here: a study in a database. hydra-optuna-sweeper 1.3 needs
-    Optuna 2.x, whose RDB storage predates SQLAlchemy 2, which MLflow installs; it fails on its first query."""
-    from ipuexp.config.errors import ConfigError
-
-    if not str(cfg.hydra.sweeper.get("_target_", "")).endswith("OptunaSweeper"):
+def check_optimiser(cfg: ConfigNode, overrides: List[str]) -> None:
+    """What ipuexp's Optuna sweeper would refuse once started, checked before it starts: its objectives and their
+    directions, and under the grid sampler a search space it can list."""
+    sweeper = cfg.hydra.sweeper
+    if not str(sweeper.get("_target_", "")).endswith("OptunaSweeper"):
         return
-    storage = cfg.hydra.sweeper.get("storage")
-    if storage:
-        raise ConfigError("hydra.sweeper.storage", str(storage), "allowed: null (the study lives in the sweep's "
-                          "process; every trial is an MLflow run, and a rerun with tracking.skip_completed=true "
-                          "reads finished ones back): Optuna 2.x, which hydra-optuna-sweeper 1.3 requires, cannot "
-                          "use the SQLAlchemy 2 that MLflow installs")
+    from ipuexp.runner.optuna_space import directions, grid, space
+
+    directions(list(sweeper.objectives), sweeper.direction)
+    if str(sweeper.sampler.get("_target_", "")).endswith("GridSampler"):
+        params = [f"{k}={v}" for k, v in (sweeper.params or {}).items()]
+        grid(space(params + [o for o in overrides if not o.startswith("hydra")]).distributions)
 
 
 def search_space_points(cfg: ConfigNode, first: List[str]) -> List[List[str]]:
@@ -150,7 +116,6 @@ def main(argv: Optional[List[str]] = None) -> None:
     if not _wants_hydra_only(argv):
         overrides = [a for a in argv if not a.startswith("-")]
         try:
-            _optuna_installed(overrides)
             # The first point is composed and validated; every other swept value is composed once, so a value the
             # schema rejects stops the sweep here. A rule broken by one combination fails that job alone.
             first, *others = sweep_points(overrides) if _is_multirun(argv) else [overrides]
@@ -158,10 +123,9 @@ def main(argv: Optional[List[str]] = None) -> None:
             if _is_multirun(argv):
                 from ipuexp.runner.placement import check_launcher
 
-                check_optimiser(cfg)
+                check_optimiser(cfg, overrides)
                 check_launcher(cfg.hydra.launcher)
                 others += search_space_points(cfg, first)
-                argv += optimiser_overrides(cfg, overrides) + optimiser_sweeper(cfg)
             for point in others:
                 preflight(point, rules=False)
         except ConfigError as err:
@@ -177,33 +141,22 @@ def main(argv: Optional[List[str]] = None) -> None:
     except KeyboardInterrupt:
         print("ipuexp: interrupted", file=sys.stderr)
         sys.exit(130)
-    except ValueError as err:
-        # Optuna's study has no best trial when every trial failed (hydra-optuna-sweeper asks for it at the end).
-        if not optimiser or str(err) != "No trials are completed yet.":
+    except ConfigError as err:  # a setting only the sweeper can check (a stored study's search space)
+        if not optimiser:
             raise
-        print("ipuexp: every trial of the study failed (out of memory, or a rule one combination breaks: see the "
-              "sweep table above), so there is no best value; allowed: a search space with a configuration that "
-              "fits", file=sys.stderr)
-        sys.exit(1)
+        print(f"ipuexp: config error: {err}", file=sys.stderr)
+        sys.exit(EXIT_CONFIG_ERROR)
     except Exception as err:
         from hydra.errors import CompactHydraException
 
-        # A failed trial the study stops on (hydra.sweeper.max_failure_rate): its one line, as Hydra prints it.
+        from ipuexp.runner.optuna_results import NoTrialCompleted
+
+        # A study without a completed trial, or a failed trial it stops on (hydra.sweeper.max_failure_rate): its
+        # one line, as Hydra prints it.
         if not optimiser or not isinstance(err, CompactHydraException):
             raise
-        print(str(err), file=sys.stderr)
+        print(f"ipuexp: {err}" if isinstance(err, NoTrialCompleted) else str(err), file=sys.stderr)
         sys.exit(1)
-
-
-def _optuna_installed(overrides: List[str]) -> None:
-    """``hydra/sweeper=optuna`` needs the optional extra; say so rather than list the sweepers Hydra found."""
-    import importlib.util
-
-    from ipuexp.config.errors import ConfigError
-
-    if "hydra/sweeper=optuna" in overrides and importlib.util.find_spec("hydra_plugins.hydra_optuna_sweeper") is None:
-        raise ConfigError("hydra/sweeper", "optuna", "allowed: ipuexp, basic; optuna once Hydra's Optuna sweeper is "
-                          "installed: pip install -e \".[optuna]\"")
 
 
 def _hydra_entry(argv: List[str]) -> None:

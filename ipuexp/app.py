@@ -215,11 +215,13 @@ def sweep_return(outcome: Result | Skipped) -> Result | Skipped | Objective:
             raise DoesNotFit("does not fit in IPU memory (its FINISHED run in MLflow says fits=false)")
         if outcome.samples_per_s is None:
             raise DoesNotFit("skipped: its FINISHED run in MLflow has no throughput_samples_per_s to report")
-        return Objective(outcome.samples_per_s, outcome)
+        return Objective(outcome.samples_per_s, outcome, outcome.metrics)
     if outcome.fits is False:
         report = outcome.memory.report if outcome.memory is not None else []
         raise DoesNotFit("does not fit in IPU memory" + (f": {report[0]}" if report else ""))
-    return Objective(outcome.throughput.samples_per_s, outcome)
+    from ipuexp.tracking.curated import metrics
+
+    return Objective(outcome.throughput.samples_per_s, outcome, metrics(outcome))
 
 
 def _skipped(cfg: DictConfig) -> Skipped:
@@ -229,4 +231,5 @@ def _skipped(cfg: DictConfig) -> Skipped:
     run = completed_run(cfg)
     metrics = run.data.metrics if run is not None else {}
     fits = metrics.get("fits")
-    return Skipped(samples_per_s=metrics.get("throughput_samples_per_s"), fits=None if fits is None else fits > 0.5)
+    return Skipped(samples_per_s=metrics.get("throughput_samples_per_s"), fits=None if fits is None else fits > 0.5,
+                   metrics=dict(metrics))

@@ -111,19 +111,24 @@ class Skipped:
     """The FINISHED run's ``throughput_samples_per_s``, read when an optimisation sweeper needs it."""
     fits: Optional[bool] = None
     """The FINISHED run's ``fits``, read with ``samples_per_s``."""
+    metrics: Dict[str, float] = field(default_factory=dict)
+    """The FINISHED run's metrics (an optimisation sweeper's objectives), read with ``samples_per_s``."""
 
 
 class Objective(float):
     """What a job returns to a Hydra optimisation sweeper (``hydra/sweeper=optuna``): its predicted throughput in
-    samples/s, which the sweeper reads as ``float(JobReturn.return_value)``; ``outcome`` keeps the job's Result (or
-    Skipped) for the sweep's table."""
+    samples/s, which a sweeper that knows nothing else reads as ``float(JobReturn.return_value)``; ``metrics`` holds
+    the run's metrics by their MLflow names (ipuexp's sweeper takes its objectives from them) and ``outcome`` the
+    job's Result (or Skipped) for the sweep's table."""
 
     outcome: Any
+    metrics: Dict[str, float]
 
-    def __new__(cls, value: float, outcome: Any = None) -> "Objective":
+    def __new__(cls, value: float, outcome: Any = None, metrics: Optional[Dict[str, float]] = None) -> "Objective":
         obj = super().__new__(cls, value)
         obj.outcome = outcome
+        obj.metrics = dict(metrics or {})
         return obj
 
     def __reduce__(self) -> Any:
-        return (Objective, (float(self), self.outcome))
+        return (Objective, (float(self), self.outcome, self.metrics))

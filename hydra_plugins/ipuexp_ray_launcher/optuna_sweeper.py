@@ -1,26 +1,31 @@
-"""hydra-optuna-sweeper's ``OptunaSweeper`` with the sweep's one summary (``ipuexp.runner.optuna_study``), which
-``python -m ipuexp`` runs for ``hydra/sweeper=optuna``. Defined only where the ``optuna`` extra is installed."""
-from pathlib import Path
-from typing import Any, List
+"""ipuexp's Optuna sweeper (``hydra/sweeper=optuna``): Hydra's sweeper plugin API on current Optuna. The study
+itself, its storage and its summary are ``ipuexp.runner.optuna_study``; Optuna is imported when the sweep starts."""
+from typing import Any, List, Optional
 
-try:
-    from hydra_plugins.hydra_optuna_sweeper.optuna_sweeper import OptunaSweeper as _HydraOptunaSweeper
-except ImportError:  # no Optuna sweeper to extend
-    _HydraOptunaSweeper = None
+from hydra.plugins.sweeper import Sweeper
 
-if _HydraOptunaSweeper is not None:
 
-    class OptunaSweeper(_HydraOptunaSweeper):
-        """The same settings, study and ``optimization_results.yaml``; the table and best trial once, at the end."""
+class OptunaSweeper(Sweeper):
+    """Asks Optuna for ``n_jobs`` trials at a time, launches them as jobs and tells it what each returned."""
 
-        def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
-            from ipuexp.runner.optuna_study import tally_trials
+    def __init__(self, sampler: Any, objectives: Any, direction: Any, storage: Optional[str],
+                 study_name: Optional[str], n_trials: int, n_jobs: int, max_failure_rate: float, params: Any,
+                 custom_search_space: Optional[str]) -> None:
+        self.sampler, self.objectives, self.direction = sampler, list(objectives), direction
+        self.storage, self.study_name = storage, study_name
+        self.n_trials, self.n_jobs, self.max_failure_rate = n_trials, n_jobs, max_failure_rate
+        self.params, self.custom_search_space = params, custom_search_space
+        self.config: Any = None
+        self.launcher: Any = None
 
-            super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
-            self.sweep_dir = Path(str(config.hydra.sweep.dir))
-            self.tally = tally_trials(self.sweeper, config)
+    def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
+        from hydra.core.plugins import Plugins
 
-        def sweep(self, arguments: List[str]) -> None:
-            from ipuexp.runner.optuna_study import run_study
+        self.config = config
+        self.launcher = Plugins.instance().instantiate_launcher(config=config, hydra_context=hydra_context,
+                                                                task_function=task_function)
 
-            run_study(self.sweeper, self.tally, self.sweep_dir, arguments)
+    def sweep(self, arguments: List[str]) -> None:
+        from ipuexp.runner.optuna_study import run_study
+
+        run_study(self, arguments)

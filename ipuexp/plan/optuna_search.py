@@ -2,7 +2,6 @@
 dimensions."""
 from __future__ import annotations
 
-import warnings
 from typing import Any, Dict, List
 
 from ipuexp.plan import space as sp
@@ -25,11 +24,9 @@ def _sampler(name: str, seed: int) -> Any:
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=OPTUNA_BATCH)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
-    # Optuna 2.x flags constraints_func as experimental on every construction; the planner pins the version.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.samplers.NSGAIISampler(seed=seed, population_size=OPTUNA_BATCH,
-                                             constraints_func=lambda t: [float(t.user_attrs.get("shortfall", 0.0))])
+    # The memory shortfall is each trial's constraint (``Trial.set_constraint``): NSGA-II ranks a trial that fits
+    # above one that does not, and two that do not by their shortfall.
+    return optuna.samplers.NSGAIISampler(seed=seed, population_size=OPTUNA_BATCH)
 
 
 def _suggest(trial: Any, problem: sp.Problem, layouts: List[Any], union: Dict[str, tuple],
@@ -115,7 +112,7 @@ def optuna_search(problem: sp.Problem, pool: Pool, stats: SearchStats, outcomes:
                 continue
             fits = [o for o in seen if o.fits]
             best = max(o.samples_per_s for o in fits) if fits else 0.0
-            t.set_user_attr("shortfall", float(min(o.shortfall_bytes for o in seen)))
+            t.set_constraint("shortfall", float(min(o.shortfall_bytes for o in seen)))
             if multi:
                 study.tell(t, [best, float(min(o.peak_tile_bytes for o in seen))])
             else:

@@ -1,90 +1,234 @@
-"""Hydra's Optuna sweeper as ``python -m ipuexp`` runs it (``hydra/sweeper=optuna``): one summary when the study
-ends, in agreement with ``optimization_results.yaml``. The sweeper class itself is
-``hydra_plugins.ipuexp_ray_launcher.optuna_sweeper`` (Hydra instantiates plugins from ``hydra_plugins`` only).
+"""The study of ipuexp's Optuna sweeper (``hydra/sweeper=optuna``; the plugin class is
+``hydra_plugins.ipuexp_ray_launcher.optuna_sweeper``, since Hydra instantiates plugins from ``hydra_plugins`` only).
 
-hydra-optuna-sweeper 1.3 asks the launcher for ``n_jobs`` trials at a time and logs the study's best parameters and
-value, every digit of them, when it ends. Here each batch goes through ``ipuexp.runner.tally.Tallied``: ipuexp's
-launcher prints no table per batch, and a trial that failed comes back without Hydra's "Error executing job" line,
-since one that does not fit in memory is an outcome the study expects (the sweeper logs it as "Failed experiment:
-does not fit in IPU memory: ..."). The study ends with the sweep's table, whose best point is the study's best trial
-as written to ``optimization_results.yaml``. Optuna 2.x logs in colour to stderr whatever that is; its records go
-through Hydra's logging instead, without escape codes.
+Optuna is asked for ``n_jobs`` trials at a time; they run as one batch of the launcher, and each job's run metrics
+(``ipuexp.result.Objective.metrics``) give the trial its objective values. A configuration that does not fit fails
+its job with ``DoesNotFit``: a FAILED trial, the study goes on. With ``storage`` the study lives in that database:
+a rerun with the same ``study_name`` loads it, checks that it has the same search space and objectives, runs again
+the trials an interrupted run left RUNNING and then only as many new ones as ``n_trials`` still lacks. Each job's
+number is its trial's number, so job folder ``N`` is trial ``N`` of the study.
+
+Every batch goes through ``ipuexp.runner.tally.Tallied``: progress numbered over the study, no table per batch,
+and at the end one summary whose best point is the study's best trial (``optuna_results``).
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
-from ipuexp.runner import summary
+from ipuexp.runner import optuna_results
+from ipuexp.runner.optuna_space import Space, directions, grid, space
 from ipuexp.runner.tally import Tallied, Tally, show_summary
 
 if TYPE_CHECKING:
     from ipuexp.config.types import ConfigNode
 
-RESULTS = "optimization_results.yaml"
-"""Where hydra-optuna-sweeper writes the study's best parameters and value, in the sweep folder."""
+log = logging.getLogger(__name__)
 
-_IMPL_LOGGER = "hydra_plugins.hydra_optuna_sweeper._impl"
-_REPLACED = ("Best parameters:", "Best value:")
-"""The sweeper's closing lines, which the summary replaces."""
-
-
-def tally_trials(impl: Any, config: ConfigNode) -> Tally:
-    """After the sweeper's setup: its launcher's batches recorded in a new tally, which is returned."""
-    tally = Tally(total=impl.n_trials, show=show_summary(config))
-    impl.launcher = Tallied(impl.launcher, tally, total=lambda: impl.n_trials)
-    return tally
+SPACE_ATTR = "ipuexp.search_space"
+OBJECTIVES_ATTR = "ipuexp.objectives"
+"""Study attributes a resumed study must match: its search space and objectives."""
 
 
-def run_study(impl: Any, tally: Tally, sweep_dir: Path, arguments: List[str]) -> None:
-    """``impl.sweep(arguments)`` (hydra-optuna-sweeper's study), then the sweep's summary; what ran is summarised
-    also when the study stops early (every trial failed, ``max_failure_rate``, Ctrl-C)."""
+def run_study(sweeper: Any, arguments: List[str]) -> None:
+    """Run ``sweeper``'s study (an ``OptunaSweeper``'s settings, launcher and config) over the search space of
+    ``hydra.sweeper.params`` and ``arguments``, then write its results and print the sweep's summary."""
+    import optuna
+
     _plain_optuna_logging()
-    if _grid(impl.sampler):
-        from ipuexp.runner.optuna_grid import tolerate_grid_stop
+    config = sweeper.config
+    params = [f"{k}={v}" for k, v in (sweeper.params or {}).items()]
+    trial_space = space(params + list(arguments))
+    dirs = directions(sweeper.objectives, sweeper.direction)
+    name = sweeper.study_name or (_default_name(config) if sweeper.storage else None)
+    study = optuna.create_study(study_name=name, storage=sweeper.storage, directions=dirs, load_if_exists=True,
+                                sampler=optuna.samplers.RandomSampler())  # replaced once the trials are counted
+    done = _resume(study, trial_space, sweeper.objectives, dirs)
+    sampler, n_trials = _sampler(sweeper.sampler, trial_space, sweeper.n_trials, len(study.trials))
+    study.sampler = sampler
+    to_run = max(0, n_trials - done)
+    log.info(f"Study name: {study.study_name}")
+    log.info(f"Storage: {sweeper.storage}")
+    log.info(f"Sampler: {type(sampler).__name__}")
+    log.info(f"Directions: {dirs} ({', '.join(sweeper.objectives)})")
+    if done and to_run:
+        log.info(f"Resumed: {done} of hydra.sweeper.n_trials={n_trials} trials finished before; {to_run} to run")
+    elif done:
+        log.info(f"Resumed: the study has finished {done} trials, hydra.sweeper.n_trials={n_trials}: nothing to "
+                 "run (a larger n_trials extends it)")
 
-        tolerate_grid_stop()
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    tally = Tally(total=to_run, show=show_summary(config))
+    launcher = Tallied(sweeper.launcher, tally)
+    extend = _extender(sweeper.custom_search_space)
     title = f"Sweep {sweep_dir}"
     try:
-        with _without_closing_lines():
-            impl.sweep(arguments)
+        while to_run > 0:
+            trials = [study.ask() for _ in range(min(sweeper.n_jobs, to_run))]
+            overrides = [_overrides(t, trial_space, extend, config) for t in trials]
+            returns = launcher.launch(overrides, initial_job_idx=_first_job(trials, tally))
+            _tell(study, trials, returns, sweeper.objectives, sweeper.max_failure_rate)
+            to_run -= len(trials)
     except BaseException:
         tally.print(title)
         raise
-    path = sweep_dir / RESULTS
-    top = best_trial(tally.outcomes, _best_params(path))
-    tally.print(title, top=top, source=f"the study's best, as in {path}" if top is not None else "")
+    path = sweep_dir / optuna_results.RESULTS
+    top, source, notes = optuna_results.write(study, sweeper.objectives, path, tally.outcomes)
+    tally.print(title, top=top, source=source, notes=notes)
+    optuna_results.check_completed(study)
 
 
-def best_trial(outcomes: List[summary.Outcome], params: Optional[Dict[str, Any]]) -> Optional[summary.Outcome]:
-    """The first trial whose overrides are the study's best ``params`` (``best_params`` of the results file)."""
-    if not params:
-        return None
-    for o in sorted(outcomes, key=lambda o: o.idx):
-        values = dict(ov.partition("=")[::2] for ov in o.overrides)
-        completed = o.status in (summary.DONE, summary.SKIPPED)  # the study's FAILED trials include the OOM ones
-        if completed and all(values.get(k) == str(v) for k, v in params.items()):
-            return o
-    return None
-
-
-def _best_params(path: Path) -> Optional[Dict[str, Any]]:
-    from omegaconf import OmegaConf
-
-    if not path.is_file():
-        return None
-    params = OmegaConf.select(OmegaConf.load(path), "best_params")  # a multi-objective study writes solutions
-    return dict(OmegaConf.to_container(params)) if params is not None else None
-
-
-def _grid(sampler: Any) -> bool:
+def _sampler(sampler: Any, trial_space: Space, n_trials: int, before: int) -> Tuple[Any, int]:
+    """The sampler (Hydra's partial of it), built for a study that has ``before`` trials already, and the trials
+    the study will have: the grid sampler gets the space's grid and at most as many trials as it has points."""
     from optuna.samplers import GridSampler
 
-    return isinstance(sampler, GridSampler) or (isinstance(sampler, functools.partial) and
-                                                sampler.func is GridSampler)
+    if not isinstance(sampler, functools.partial):  # built already (a sampler config without _partial_)
+        return sampler, n_trials
+    seed = sampler.keywords.get("seed")
+    kwargs = {"seed": seed + before} if seed is not None and before else {}
+    if sampler.func is GridSampler:
+        values = grid(trial_space.distributions)
+        points = 1
+        for v in values.values():
+            points *= len(v)
+        return sampler(values, **kwargs), min(n_trials, points)
+    return sampler(**kwargs), n_trials
+
+
+def _default_name(config: ConfigNode) -> str:
+    """A stored study's name when none is given: the MLflow experiment's, so a rerun finds it."""
+    from omegaconf import OmegaConf
+
+    for key in ("tracking.experiment", "recipe"):
+        value = OmegaConf.select(config, key, default=None)
+        if value:
+            return str(value)
+    return "ipuexp"
+
+
+def _resume(study: Any, trial_space: Space, objectives: Sequence[str], dirs: Sequence[str]) -> int:
+    """Trials the study has finished. A study loaded from storage must have the same search space, objectives
+    and directions; a trial left RUNNING by an interrupted run is failed and queued to run again."""
+    from optuna.trial import TrialState
+
+    from ipuexp.config.errors import ConfigError
+
+    signature = trial_space.signature()
+    stored = study.user_attrs
+    if SPACE_ATTR not in stored:
+        study.set_user_attr(SPACE_ATTR, signature)
+        study.set_user_attr(OBJECTIVES_ATTR, list(objectives))
+    else:
+        mine = (signature, list(objectives), [d.lower() for d in dirs])
+        theirs = (stored[SPACE_ATTR], stored.get(OBJECTIVES_ATTR),
+                  [d.name.lower() for d in study.directions])
+        if mine != theirs:
+            differs = [k for k, a, b in zip(("search space", "objectives", "directions"), mine, theirs) if a != b]
+            raise ConfigError("hydra.sweeper.study_name", study.study_name,
+                              f"its stored study has another {' and '.join(differs)}; allowed: the same sweep, or a "
+                              "new study_name for this one")
+    done = 0
+    for t in study.get_trials(deepcopy=False):
+        if t.state == TrialState.RUNNING:
+            study.tell(t.number, state=TrialState.FAIL)
+            study.enqueue_trial(t.params, user_attrs={"ipuexp.rerun_of": t.number})
+        elif t.state.is_finished():
+            done += 1
+    return done
+
+
+def _extender(path: Optional[str]) -> Any:
+    if not path:
+        return None
+    from hydra.utils import get_method
+
+    return get_method(path)
+
+
+def _overrides(trial: Any, trial_space: Space, extend: Any, config: ConfigNode) -> Tuple[str, ...]:
+    """A trial's job overrides: a value of each distribution (asked of the trial), then the fixed values."""
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+
+    for key, d in trial_space.distributions.items():
+        if isinstance(d, CategoricalDistribution):
+            trial.suggest_categorical(key, d.choices)
+        elif isinstance(d, IntDistribution):
+            trial.suggest_int(key, d.low, d.high, step=d.step, log=d.log)
+        else:
+            trial.suggest_float(key, d.low, d.high, step=d.step, log=d.log)
+    if extend is not None:
+        extend(config, trial)
+    clash = set(trial.params) & set(trial_space.fixed)
+    if clash:
+        from ipuexp.config.errors import ConfigError
+
+        key = sorted(clash)[0]
+        raise ConfigError(key, trial_space.fixed[key], "allowed: a key either fixed or searched, not both")
+    values: Dict[str, Any] = dict(trial.params)
+    values.update(trial_space.fixed)
+    return tuple(f"{k}={v}" for k, v in values.items())
+
+
+def _first_job(trials: Sequence[Any], tally: Tally) -> int:
+    """The batch's first job number: its first trial's, when the batch's trials are numbered one after another
+    (they are, unless another process adds trials to the same stored study)."""
+    numbers = [t.number for t in trials]
+    if numbers == list(range(numbers[0], numbers[0] + len(numbers))):
+        return numbers[0]
+    return max([o.idx + 1 for o in tally.outcomes], default=0)
+
+
+def _tell(study: Any, trials: Sequence[Any], returns: Sequence[Any], objectives: Sequence[str],
+          max_failure_rate: float) -> None:
+    """Tell the study each trial's objective values, or that it failed; stop the study when more than
+    ``max_failure_rate`` of the batch failed (with the first failure's one line)."""
+    from optuna.trial import TrialState
+
+    failed: List[Any] = []
+    for trial, ret in zip(trials, returns):
+        try:
+            values = _values(ret.return_value, objectives)
+        except Exception as err:  # the job's own error (DoesNotFit for a configuration that does not fit)
+            _told(study, trial, state=TrialState.FAIL)
+            log.warning(f"Failed experiment: {err}")
+            failed.append(ret)
+            continue
+        _told(study, trial, values=values)
+    if failed and len(failed) / len(returns) > max_failure_rate:
+        log.error(f"{len(failed)} of {len(returns)} trials failed, more than "
+                  f"hydra.sweeper.max_failure_rate={max_failure_rate}")
+        failed[0].return_value  # raises the job's error
+
+
+_STOP_OUTSIDE_OPTIMIZE = "`Study.stop` is supposed to be invoked inside an objective function or a callback."
+
+
+def _told(study: Any, trial: Any, **outcome: Any) -> None:
+    """``study.tell``. Once its grid is used up, Optuna's grid sampler asks the study to stop, which Optuna allows
+    only inside ``study.optimize`` (optuna issue 4121); the trial is recorded before that, and the sweeper asks no
+    more trials than the grid has, so the request is ignored."""
+    try:
+        study.tell(trial, **outcome)
+    except RuntimeError as err:
+        if str(err) != _STOP_OUTSIDE_OPTIMIZE:
+            raise
+
+
+def _values(value: Any, objectives: Sequence[str]) -> List[float]:
+    """The objective values of what a job returned (an ``ipuexp.result.Objective``; a plain number is the
+    throughput of another task function)."""
+    metrics = getattr(value, "metrics", None)
+    if metrics is None:
+        if list(objectives) != ["throughput_samples_per_s"]:
+            raise ValueError(f"the job returned {value!r}, which holds no {', '.join(objectives)}")
+        return [float(value)]
+    missing = [name for name in objectives if name not in metrics]
+    if missing:
+        raise ValueError(f"the run has no {', '.join(missing)} to judge it by")
+    return [float(metrics[name]) for name in objectives]
 
 
 def _plain_optuna_logging() -> None:
@@ -95,18 +239,3 @@ def _plain_optuna_logging() -> None:
     optuna.logging.disable_default_handler()
     optuna.logging.enable_propagation()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-
-class _ClosingLines(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(_REPLACED)
-
-
-@contextlib.contextmanager
-def _without_closing_lines() -> Iterator[None]:
-    logger, closing = logging.getLogger(_IMPL_LOGGER), _ClosingLines()
-    logger.addFilter(closing)
-    try:
-        yield
-    finally:
-        logger.removeFilter(closing)

@@ -285,9 +285,10 @@ def best_line(top: Outcome, source: str = "") -> str:
 
 
 def print_summary(outcomes: Sequence[Outcome], title: str = "Sweep", timing: str = "",
-                  top: Optional[Outcome] = None, source: str = "") -> None:
+                  top: Optional[Outcome] = None, source: str = "", notes: Sequence[str] = ()) -> None:
     """Headline, table, best fitting point (``top``, default :func:`best`; ``source`` says where it is recorded),
-    where the failed jobs' tracebacks are, and where the time went, all within the console's width: the table
+    the sweeper's ``notes``, where the failed jobs' tracebacks are, and where the time went, all within the
+    console's width: the table
     folds long keys, the lines break between words (a long path or value stays whole on a line of its own)."""
     from rich.console import Console
 
@@ -304,6 +305,8 @@ def print_summary(outcomes: Sequence[Outcome], title: str = "Sweep", timing: str
     top = top if top is not None else best(outcomes)
     if top is not None:
         say(best_line(top, source))
+    for note in notes:
+        say(note)
     for o in outcomes:
         if o.status == FAILED:
             where = f" (traceback in {o.log_file})" if o.log_file else ""

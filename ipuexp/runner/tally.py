@@ -52,14 +52,16 @@ class Tally:
         self.slots = max(self.slots or 0, slots)
         self.compose_s += list(compose_s)
 
-    def print(self, title: str, top: Optional[summary.Outcome] = None, source: str = "") -> None:
-        """The summary (once), with ``top`` as the best point when the sweeper knows better than the table."""
+    def print(self, title: str, top: Optional[summary.Outcome] = None, source: str = "",
+              notes: Sequence[str] = ()) -> None:
+        """The summary (once), with ``top`` as the best point when the sweeper knows better than the table, and
+        the sweeper's ``notes`` below it."""
         if self.printed or not self.show:
             return
         self.printed = True
         timing = summary.timing_line(self.wall_s, self.slots, self.compose_s,
                                      [getattr(r, "timing", None) for r in self.returns])
-        summary.print_summary(self.outcomes, title=title, timing=timing, top=top, source=source)
+        summary.print_summary(self.outcomes, title=title, timing=timing, top=top, source=source, notes=notes)
 
     def first_failure(self) -> Optional[BaseException]:
         """The error of the first job that failed (not an out-of-memory point), for the sweep to end with."""

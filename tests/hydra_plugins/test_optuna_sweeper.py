@@ -1,5 +1,5 @@
-"""Hydra's Optuna sweeper drives ``python -m ipuexp -m``: each job returns its predicted throughput, a configuration
-that does not fit is a FAILED trial, and the sweep finishes (``pip install -e ".[optuna]"``)."""
+"""ipuexp's Optuna sweeper drives ``python -m ipuexp -m hydra/sweeper=optuna``: each job returns its run metrics, a
+configuration that does not fit is a FAILED trial, the sweep finishes, and a study in a database resumes."""
 from __future__ import annotations
 
 import os
@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
-
-pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="Hydra's Optuna sweeper is the optuna extra")
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -170,39 +168,129 @@ def test_preflight_checks_the_search_space(tmp_path: Path) -> None:
                           text=True, timeout=300)
     assert proc.returncode == 2
     assert proc.stderr.startswith("ipuexp: config error: data.micro_batch_size='1.0' is invalid")
-    # A study in a database cannot run with the Optuna that hydra-optuna-sweeper allows: refused up front.
-    proc = subprocess.run([sys.executable, "-m", "ipuexp", "-m", "hydra/sweeper=optuna", "+recipe=bert_base",
-                           "data.micro_batch_size=choice(16,32)", "hydra.sweeper.storage=sqlite:///study.db"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2
-    assert proc.stderr.startswith("ipuexp: config error: hydra.sweeper.storage='sqlite:///study.db' is invalid")
-    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "study.db").exists()
+    # Objectives and directions, and a grid sampler's space, are checked before the study starts.
+    for extra, start in [(["hydra.sweeper.objectives=[throughput_samples_per_s,bogus]"],
+                          "hydra.sweeper.objectives=['throughput_samples_per_s', 'bogus'] is invalid: allowed: one or "
+                          "more of throughput_samples_per_s, "),
+                         (["hydra.sweeper.objectives=[throughput_samples_per_s,peak_tile_memory_bytes]",
+                           "hydra.sweeper.direction=[maximize]"], "hydra.sweeper.direction=['maximize'] is invalid"),
+                         (["hydra/sweeper/sampler=grid", "options.available_memory_proportion=interval(0.1,0.4)"],
+                          "options.available_memory_proportion='interval(0.1, 0.4)' is invalid: allowed: choice(...) "
+                          "or range(...) under the grid sampler")]:
+        proc = subprocess.run([sys.executable, "-m", "ipuexp", "-m", "hydra/sweeper=optuna", "+recipe=bert_base",
+                               "data.micro_batch_size=choice(16,32)", *extra], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        assert proc.stderr.startswith(f"ipuexp: config error: {start}"), proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_optimiser_defaults() -> None:
-    """``hydra/sweeper=optuna`` maximises and keeps going past failed trials unless the command line says
-    otherwise; other sweepers get nothing."""
-    from ipuexp.__main__ import optimiser_overrides, preflight
-
-    cfg = preflight(["hydra/sweeper=optuna", "+recipe=bert_base"])
-    assert optimiser_overrides(cfg, []) == ["hydra.sweeper.direction=maximize", "hydra.sweeper.max_failure_rate=1.0"]
-    given = ["hydra.sweeper.direction=minimize"]
-    assert optimiser_overrides(cfg, given) == ["hydra.sweeper.max_failure_rate=1.0"]
-    assert optimiser_overrides(preflight(["+recipe=bert_base"]), []) == []
-
-
-def test_the_sweeper_is_ipuexps_subclass() -> None:
-    """``hydra/sweeper=optuna`` runs as ipuexp's subclass (one summary at the end), found among Hydra's plugins."""
+def test_sweeper_defaults() -> None:
+    """``hydra/sweeper=optuna`` is ipuexp's sweeper, found among Hydra's plugins: it maximises the throughput and
+    keeps going past failed trials unless told otherwise."""
     from hydra.core.plugins import Plugins
     from hydra.plugins.sweeper import Sweeper
 
-    from ipuexp.__main__ import OPTUNA_SWEEPER, optimiser_sweeper, preflight
+    from ipuexp.__main__ import preflight
+    from ipuexp.runner.optuna_space import directions
 
-    assert optimiser_sweeper(preflight(["hydra/sweeper=optuna", "+recipe=bert_base"])) == [
-        f"hydra.sweeper._target_={OPTUNA_SWEEPER}"]
-    assert optimiser_sweeper(preflight(["+recipe=bert_base"])) == []
+    sweeper = preflight(["hydra/sweeper=optuna", "+recipe=bert_base"]).hydra.sweeper
+    target = "hydra_plugins.ipuexp_ray_launcher.optuna_sweeper.OptunaSweeper"
+    assert sweeper._target_ == target
+    assert list(sweeper.objectives) == ["throughput_samples_per_s"] and sweeper.max_failure_rate == 1.0
+    assert directions(sweeper.objectives, sweeper.direction) == ["maximize"]
+    assert directions(["throughput_samples_per_s", "peak_tile_memory_bytes"], None) == ["maximize", "minimize"]
+    assert directions(["step_time_s"], "maximize") == ["maximize"]
     found = {f"{p.__module__}.{p.__name__}" for p in Plugins.instance().discover(Sweeper)}
-    assert OPTUNA_SWEEPER in found
+    assert target in found
+
+
+def _study_trials(db: Path, name: str) -> list:
+    import optuna
+
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{db}").trials
+
+
+@pytest.mark.slow
+def test_a_stored_study_resumes(tmp_path: Path) -> None:
+    """A study in a database: a rerun loads it, runs only the trials ``n_trials`` still lacks (job folders numbered
+    as the trials), its sampler does not propose the earlier run's points again, and the summary names the study's
+    best even when an earlier run found it. Another search space under the same name is refused on one line."""
+    from omegaconf import OmegaConf
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("MLFLOW_TRACKING_URI", None)
+    base = [sys.executable, "-m", "ipuexp", "-m", "hydra/sweeper=optuna", "+recipe=bert_base",
+            "hydra.sweeper.sampler.seed=0", "hydra.sweeper.storage=sqlite:///study.db", "tracking.enabled=false",
+            "data.micro_batch_size=choice(16,32,64)", "options.available_memory_proportion=interval(0.1,0.4)"]
+    first = subprocess.run(base + ["hydra.sweeper.n_trials=3", "hydra.sweep.dir=one"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "Study name: bert_base" in first.stdout + first.stderr  # the experiment's name: a rerun finds it
+    second = subprocess.run(base + ["hydra.sweeper.n_trials=5", "hydra.sweep.dir=two"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    out = second.stdout + second.stderr
+    assert "Resumed: 3 of hydra.sweeper.n_trials=5 trials finished before; 2 to run" in out
+    assert sorted(p.name for p in (tmp_path / "two").glob("[0-9]*")) == ["3", "4"]
+    trials = _study_trials(tmp_path / "study.db", "bert_base")
+    assert len(trials) == 5 and all(t.state.is_finished() for t in trials)
+    points = [tuple(sorted(t.params.items())) for t in trials]
+    assert len(set(points)) == 5  # the resumed sampler moved on
+    results = OmegaConf.to_container(OmegaConf.load(tmp_path / "two" / "optimization_results.yaml"))
+    complete = [t for t in trials if t.value is not None]
+    best = max(complete, key=lambda t: t.value)
+    assert results["best_trial"] == best.number and results["best_value"] == best.value
+    flat = " ".join(out.split())
+    if best.number < 3:
+        assert f"Best of the whole study: trial #{best.number}, from an earlier run:" in flat
+    else:
+        assert f"Best fitting point: #{best.number} " in flat and "the study's best" in flat
+    # Nothing left to run: the study's best again, no job.
+    third = subprocess.run(base + ["hydra.sweeper.n_trials=5", "hydra.sweep.dir=three"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert third.returncode == 0 and "nothing to run (a larger n_trials extends it)" in third.stdout + third.stderr
+    assert not list((tmp_path / "three").glob("[0-9]*"))
+    # The same name with another search space: refused, the stored study untouched.
+    other = subprocess.run(base[:-1] + ["hydra.sweeper.n_trials=6"], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=600)
+    assert other.returncode == 2
+    assert other.stderr.strip() == ("ipuexp: config error: hydra.sweeper.study_name='bert_base' is invalid: its "
+                                    "stored study has another search space; allowed: the same sweep, or a new "
+                                    "study_name for this one")
+    assert len(_study_trials(tmp_path / "study.db", "bert_base")) == 5
+
+
+@pytest.mark.slow
+def test_a_multi_objective_study(tmp_path: Path) -> None:
+    """Throughput up and the fullest tile down: the results file holds the Pareto front, each trial's values the
+    run's metrics, and the summary names the front."""
+    from omegaconf import OmegaConf
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("MLFLOW_TRACKING_URI", None)
+    args = [sys.executable, "-m", "ipuexp", "-m", "hydra/sweeper=optuna", "hydra/sweeper/sampler=nsgaii",
+            "hydra.sweeper.sampler.seed=1", "+recipe=bert_base", "hydra.sweeper.n_trials=8", "tracking.enabled=false",
+            "hydra.sweeper.objectives=[throughput_samples_per_s,peak_tile_memory_bytes]",
+            "data.micro_batch_size=choice(8,16,32,64)", "hydra.sweep.dir=sweep"]
+    proc = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = OmegaConf.to_container(OmegaConf.load(tmp_path / "sweep" / "optimization_results.yaml"))
+    assert results["directions"] == ["maximize", "minimize"]
+    front = results["solutions"]
+    assert front
+    import json
+
+    for solution in front:
+        job = json.loads((tmp_path / "sweep" / str(solution["trial"]) / "result.json").read_text())
+        tile = max(ipu["max_tile_bytes"] for ipu in job["memory"]["ipus"])
+        assert solution["values"] == [job["throughput"]["samples_per_s"], tile]
+    # No point of the front is beaten on both: the fastest has the fullest tile.
+    values = sorted(s["values"] for s in front)
+    assert all(a[1] <= b[1] for a, b in zip(values, values[1:]))
+    flat = " ".join(proc.stdout.split())
+    assert f"Pareto front of the study (throughput_samples_per_s up, peak_tile_memory_bytes down): {len(front)} " \
+           "trials, " in flat
 
 
 @pytest.mark.slow
@@ -220,24 +308,3 @@ def test_a_study_whose_trials_all_fail_ends_on_one_line(tmp_path, sampler):
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("ipuexp: every trial of the study failed")
-
-
-def test_grid_sampler_tolerates_the_stop_after_a_failed_last_trial():
-    import optuna
-
-    from ipuexp.runner.optuna_grid import tolerate_grid_stop
-
-    def run() -> list:
-        study = optuna.create_study(sampler=optuna.samplers.GridSampler({"x": [0, 1]}))
-        for _ in range(2):
-            trial = study.ask()
-            trial.suggest_categorical("x", [0, 1])
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        return study.trials
-
-    if not getattr(optuna.samplers.GridSampler.after_trial, "_ipuexp_tolerates_stop", False):
-        with pytest.raises(RuntimeError, match="Study.stop"):
-            run()
-    tolerate_grid_stop()
-    tolerate_grid_stop()  # idempotent
-    assert [t.state for t in run()] == [optuna.trial.TrialState.FAIL] * 2

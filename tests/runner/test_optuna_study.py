@@ -1,35 +1,131 @@
-"""The Optuna study's summary names the study's best trial, as written to ``optimization_results.yaml``."""
+"""The Optuna study of ipuexp's sweeper, without Hydra: the search space from the override grammar, objective values
+from a job's return, a stored study resumed, the grid sampler's stop, and the results file and summary lines."""
 from __future__ import annotations
 
 from pathlib import Path
 
+import optuna
 import pytest
 from hydra.core.utils import JobReturn, JobStatus
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import TrialState
 
-pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="Hydra's Optuna sweeper is the optuna extra")
+from ipuexp.config.errors import ConfigError
+from ipuexp.result import Objective
+from ipuexp.runner import optuna_results, optuna_study, summary
+from ipuexp.runner.errors import DoesNotFit, SweepReturn
+from ipuexp.runner.optuna_space import directions, grid, space
 
-from ipuexp.runner import summary  # noqa: E402
-from ipuexp.runner.errors import DoesNotFit  # noqa: E402
-from ipuexp.runner.optuna_study import _best_params, best_trial  # noqa: E402
+optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-def _trial(idx: int, amp: float, mbs: int, tput: float, ok: bool = True) -> summary.Outcome:
-    ret = JobReturn(overrides=[f"data.micro_batch_size={mbs}", f"options.available_memory_proportion={amp}",
-                               "+recipe=bert_large"], status=JobStatus.COMPLETED if ok else JobStatus.FAILED)
-    ret.return_value = {"throughput": {"samples_per_s": tput}} if ok else DoesNotFit("does not fit in IPU memory")
+def test_the_override_grammar_as_distributions() -> None:
+    s = space(["data.micro_batch_size=choice(8,16)", "options.gradient_accumulation=range(256,1025,256)",
+               "options.available_memory_proportion=interval(0.1,0.4)", "x=int(interval(1,8))",
+               "y=tag(log, interval(0.001,1.0))", "z=range(0.1,0.4,0.1)", "+recipe=bert_base",
+               "data.micro_batch_size=choice(4,8)"])  # the later one wins (the command line after params)
+    d = s.distributions
+    assert d["data.micro_batch_size"] == CategoricalDistribution([4, 8])
+    assert d["options.gradient_accumulation"] == IntDistribution(256, 1024, step=256)  # range excludes its stop
+    assert d["options.available_memory_proportion"] == FloatDistribution(0.1, 0.4)
+    assert d["x"] == IntDistribution(1, 8)
+    assert d["y"] == FloatDistribution(0.001, 1.0, log=True)
+    assert d["z"].low == pytest.approx(0.1) and d["z"].high == pytest.approx(0.3) and d["z"].step == 0.1
+    assert s.fixed == {"+recipe": "bert_base"}
+    assert grid({k: d[k] for k in ("data.micro_batch_size", "options.gradient_accumulation")}) == {
+        "data.micro_batch_size": [4, 8], "options.gradient_accumulation": [256, 512, 768, 1024]}
+    with pytest.raises(ConfigError, match="under the grid sampler"):
+        grid({"options.available_memory_proportion": d["options.available_memory_proportion"]})
+    with pytest.raises(ConfigError, match="hydra.sweeper.direction"):
+        directions(["throughput_samples_per_s", "step_time_s"], ["maximize"])
+
+
+def _job(value, ok: bool = True) -> JobReturn:
+    ret = JobReturn(overrides=[], status=JobStatus.COMPLETED if ok else JobStatus.FAILED)
+    ret.return_value = value
+    return ret
+
+
+def test_objective_values_come_from_the_runs_metrics() -> None:
+    job = Objective(100.0, None, {"throughput_samples_per_s": 100.0, "peak_tile_memory_bytes": 4096.0})
+    assert optuna_study._values(job, ["peak_tile_memory_bytes", "throughput_samples_per_s"]) == [4096.0, 100.0]
+    assert optuna_study._values(7.5, ["throughput_samples_per_s"]) == [7.5]  # another task function's float
+    with pytest.raises(ValueError, match="the run has no mfu"):
+        optuna_study._values(job, ["mfu"])
+
+
+def test_failed_jobs_fail_their_trials_and_the_rate_stops_the_study() -> None:
+    study = optuna.create_study(directions=["maximize"])
+    trials = [study.ask() for _ in range(2)]
+    oom = SweepReturn(overrides=[], status=JobStatus.FAILED)
+    oom.return_value = DoesNotFit("does not fit in IPU memory")
+    returns = [_job(Objective(5.0, None, {"throughput_samples_per_s": 5.0})), oom]
+    optuna_study._tell(study, trials, returns, ["throughput_samples_per_s"], max_failure_rate=1.0)
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE, TrialState.FAIL]
+    more = [study.ask() for _ in range(2)]
+    with pytest.raises(DoesNotFit):
+        optuna_study._tell(study, more, [oom, oom], ["throughput_samples_per_s"], max_failure_rate=0.5)
+
+
+def test_a_grid_whose_last_trial_fails_is_told_without_error() -> None:
+    """Optuna's grid sampler asks the study to stop after the grid's last trial, which only ``optimize`` allows;
+    the trial is recorded and the request ignored."""
+    study = optuna.create_study(sampler=optuna.samplers.GridSampler({"x": [0, 1]}))
+    for _ in range(2):
+        trial = study.ask()
+        trial.suggest_categorical("x", [0, 1])
+        optuna_study._told(study, trial, state=TrialState.FAIL)
+    assert [t.state for t in study.trials] == [TrialState.FAIL] * 2
+
+
+def test_a_stored_study_resumes_its_interrupted_trials(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    s = space(["x=choice(1,2,3)"])
+    study = optuna.create_study(study_name="s", storage=storage, directions=["maximize"])
+    assert optuna_study._resume(study, s, ["throughput_samples_per_s"], ["maximize"]) == 0
+    done = study.ask()
+    done.suggest_categorical("x", [1, 2, 3])
+    study.tell(done, 1.0)
+    cut = study.ask()  # a run interrupted here leaves the trial RUNNING
+    cut.suggest_categorical("x", [1, 2, 3])
+    again = optuna.load_study(study_name="s", storage=storage)
+    assert optuna_study._resume(again, s, ["throughput_samples_per_s"], ["maximize"]) == 1
+    states = [t.state for t in again.trials]
+    assert states == [TrialState.COMPLETE, TrialState.FAIL, TrialState.WAITING]
+    rerun = again.ask()  # queued to run again, at the same point
+    assert rerun.suggest_categorical("x", [1, 2, 3]) == cut.params["x"]
+    with pytest.raises(ConfigError, match="another search space"):
+        optuna_study._resume(again, space(["x=choice(1,2)"]), ["throughput_samples_per_s"], ["maximize"])
+    with pytest.raises(ConfigError, match="another objectives and directions"):
+        optuna_study._resume(again, s, ["step_time_s"], ["minimize"])
+
+
+def _outcome(idx: int, overrides, tput: float) -> summary.Outcome:
+    ret = JobReturn(overrides=overrides, status=JobStatus.COMPLETED)
+    ret.return_value = {"throughput": {"samples_per_s": tput}}
     return summary.classify(idx, ret)
 
 
-def test_the_studys_best_not_the_tables(tmp_path: Path) -> None:
-    """A minimising study's best is its slowest trial: the summary names that one, matched by its parameters."""
-    outcomes = [_trial(0, 0.2808290128214932, 16, 0.0, ok=False), _trial(1, 0.367531900234624, 8, 3514.2),
-                _trial(2, 0.2704133683281797, 8, 3507.0)]
-    results = tmp_path / "optimization_results.yaml"
-    results.write_text("name: optuna\nbest_params:\n  data.micro_batch_size: 8\n"
-                       "  options.available_memory_proportion: 0.2704133683281797\nbest_value: 3507.0\n")
-    top = best_trial(outcomes, _best_params(results))
-    assert top is outcomes[2] and summary.best(outcomes) is outcomes[1]
-    assert best_trial(outcomes, None) is None and _best_params(tmp_path / "missing.yaml") is None
-    # A trial that did not fit (FAILED for the study) is never the best, whatever its parameters.
-    assert best_trial(outcomes, {"data.micro_batch_size": 16, "options.available_memory_proportion":
-                                 0.2808290128214932}) is None
+def test_results_name_the_studys_best(tmp_path: Path) -> None:
+    study = optuna.create_study(directions=["maximize"])
+    for x, value in ((1, 10.0), (2, 30.0), (3, 20.0)):
+        study.enqueue_trial({"x": x})
+        trial = study.ask()
+        trial.suggest_categorical("x", [1, 2, 3])
+        study.tell(trial, value)
+    path = tmp_path / "optimization_results.yaml"
+    ran = [_outcome(1, ["x=2"], 30.0), _outcome(2, ["x=3"], 20.0)]
+    top, source, notes = optuna_results.write(study, ["throughput_samples_per_s"], path, ran)
+    assert top is ran[0] and notes == [] and source == f"the study's best, as in {path}"
+    text = path.read_text()
+    assert "best_trial: 1" in text and "best_value: 30.0" in text and "best_params:\n  x: 2" in text
+    # This run's jobs are trials 2 and 3 of a longer study: the best is an earlier run's, said as such.
+    top, source, notes = optuna_results.write(study, ["throughput_samples_per_s"], path,
+                                              [_outcome(2, ["x=3"], 20.0)])
+    assert top is None and source == "the fastest of this run"
+    assert notes == [f"Best of the whole study: trial #1, from an earlier run: x=2 (30.0 samples/s; as in {path})"]
+    empty = optuna.create_study()
+    assert optuna_results.write(empty, ["throughput_samples_per_s"], tmp_path / "none.yaml", []) == (None, "", [])
+    assert not (tmp_path / "none.yaml").exists()
+    with pytest.raises(optuna_results.NoTrialCompleted):
+        optuna_results.check_completed(empty)
