@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, List, Optional
+
+from ipuexp.data.spec import DataConfig  # noqa: F401  (the parts of the schema their layers own)
+from ipuexp.models.spec import HFModelConfig, ModelConfig  # noqa: F401
 
 
 def option_value(x: Any) -> str:
@@ -121,25 +124,6 @@ class SystemConfig:
     """IPU-Link topology inside a rack: ladder (POD4/16, IPU-Server cards) or 2d_torus (POD64)."""
     gw_link_bytes_per_s: float = 25.0e9
     """Gateway-link bandwidth per IPU-Machine between racks."""
-
-
-@dataclass
-class DataConfig:
-    """Input data."""
-
-    micro_batch_size: int = 1
-    """Samples per micro-batch (the batch a single IPU pipeline stage processes at once)."""
-    dataset: str = "synthetic"
-    """synthetic (analytic runs) or mnist (IDX files under ``path``)."""
-    path: Optional[str] = None
-    """Folder holding the dataset files (mnist: null is the test set shipped with ipuexp; a relative path is taken
-    from the launch directory)."""
-    io_precision: str = "auto"
-    """Host-to-IPU input type: auto (model's dtype), float32, float16 or int8 (eight_bit_io)."""
-    train_split: float = 0.8
-    """Fraction of the dataset used for training when the dataset has no separate test split."""
-    test_micro_batch_size: Optional[int] = None
-    """Samples per micro-batch when scoring the held-out split (None: micro_batch_size)."""
 
 
 @dataclass
@@ -319,68 +303,6 @@ class ReportConfig:
     sweep's summary and report replace them, and a point re-run alone draws them), always or never."""
 
 
-@dataclass
-class HFModelConfig:
-    """A Transformers model built from its ``config.json`` on meta tensors (``model.name=hf``, extra ``.[hf]``)."""
-
-    config: Optional[str] = None
-    """A config.json file or a folder holding one, a model id in the local Hugging Face cache, or a shipped
-    configuration (bert-base-uncased, bert-large-uncased, roberta-large, gpt2-medium, gpt2-large,
-    vit-base-patch16-224, TinyLlama-1.1B-Chat-v1.0). Nothing is downloaded."""
-    task: str = "pretraining"
-    """pretraining (the architecture's objective: BERT masked LM + next sentence, RoBERTa masked LM, GPT-2 and
-    Llama causal LM), masked-lm, causal-lm, classification (sequence or image) or question-answering (SQuAD-style
-    span start and end)."""
-    config_overrides: Dict[str, Any] = field(default_factory=dict)
-    """Attributes set on the configuration after reading it, e.g. ``{attention_probs_dropout_prob: 0.0}`` (as the
-    ``--config_overrides`` of Transformers' training scripts)."""
-    ipu_config: Optional[str] = None
-    """An Optimum Graphcore ``ipu_config.json`` whose IPU options apply to the run: they override the recipe's; the
-    command line overrides both."""
-
-
-@dataclass
-class ModelConfig:
-    """A model: a zoo name or a Hydra ``_target_`` for the user's own ``ipuexp.PipelinedModel`` factory."""
-
-    name: str = "bert"
-    """Zoo model family (bert, gpt2, vit, resnet50, mnist_cnn), ``hf`` (a Transformers model, see ``hf``) or
-    ``custom`` with ``target``."""
-    size: str = "large"
-    """Zoo variant (e.g. large, base, medium, b16, 50, tutorial)."""
-    sequence_length: int = 128
-    """Tokens per sample (transformer text models)."""
-    image_size: int = 224
-    """Image height and width (vision models)."""
-    num_layers: Optional[int] = None
-    """Override the variant's layer count."""
-    num_classes: Optional[int] = None
-    """Override the variant's class count."""
-    vocab_size: Optional[int] = None
-    """Override the variant's vocabulary size."""
-    mask_tokens: Optional[int] = None
-    """Positions per sequence the masked-LM head runs on (BERT pre-training); null: Graphcore's published value for
-    the sequence length (20 at 128, 56 at 384, 76 at 512), else 15% of it."""
-    target: Optional[str] = None
-    """Dotted path of a callable returning an ``ipuexp.PipelinedModel`` (name=custom)."""
-    hf: HFModelConfig = field(default_factory=HFModelConfig)
-    """The Transformers model (name=hf); ``num_layers``, ``vocab_size``, ``num_classes``, ``sequence_length`` and
-    ``image_size`` apply to it too."""
-
-
-def model_label(model: Any) -> str:
-    """A model's short name for titles and tracking: ``bert_large``, or ``hf:bert-large-uncased`` for a
-    Transformers model (its model id, or the name of its ``config.json``'s file or folder)."""
-    def get(node: Any, key: str) -> Any:
-        return node.get(key) if isinstance(node, Mapping) else getattr(node, key, None)
-
-    if get(model, "name") != "hf":
-        return f"{get(model, 'name')}_{get(model, 'size')}"
-    parts = [p for p in str(get(get(model, "hf"), "config") or "?").split("/") if p]
-    if parts and parts[-1] == "config.json" and len(parts) > 1:
-        parts.pop()  # a folder's config.json: the folder names the model
-    name = parts[-1] if parts else "?"
-    return f"hf:{name[:-len('.json')] if name.endswith('.json') else name}"
 
 
 class HostFramework(str, Enum):

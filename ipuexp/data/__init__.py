@@ -7,6 +7,7 @@ from typing import Any, Optional, Sequence
 from ipuexp.data.datasets import DatasetSplits, load_mnist, synthetic
 from ipuexp.data.paths import PACKAGED_MNIST
 from ipuexp.data.paths import resolve_path as launch_path
+from ipuexp.data.spec import DataNode
 
 __all__ = ["DatasetSplits", "PACKAGED_MNIST", "load_dataset", "resolve_path"]
 
@@ -23,7 +24,7 @@ def resolve_path(path: Optional[str], base: Optional[Path] = None) -> Optional[P
     return p if p.is_absolute() else (base / p).resolve()
 
 
-def load_dataset(data_cfg: Any, input_spec: Sequence[Any], synthetic_samples: int, seed: int,
+def load_dataset(data_cfg: DataNode, input_spec: Sequence[Any], synthetic_samples: int, seed: int,
                  base: Optional[Path] = None) -> DatasetSplits:
     """The dataset ``data.dataset`` names; ``synthetic_samples`` sizes a synthetic one."""
     name = str(data_cfg.dataset)

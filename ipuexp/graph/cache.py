@@ -17,6 +17,7 @@ from typing import Any, Dict, Optional
 from ipuexp.graph import types
 from ipuexp.graph.types import BlockCapture, Graph, OpRecord, TensorInfo
 from ipuexp.models.hf_source import HF, fingerprint, resolve
+from ipuexp.models.spec import ModelNode
 
 _MODEL_FIELDS = ("name", "size", "sequence_length", "image_size", "num_layers", "num_classes", "vocab_size",
                  "target")
@@ -46,7 +47,7 @@ def _source_digest(target: Optional[str]) -> str:
     return h.hexdigest()
 
 
-def cache_key(model_cfg: Any, micro_batch_size: int) -> str:
+def cache_key(model_cfg: ModelNode, micro_batch_size: int) -> str:
     """Hex digest identifying one capture."""
     from importlib.metadata import version
 
@@ -66,7 +67,7 @@ def cache_key(model_cfg: Any, micro_batch_size: int) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def entry_path(model_cfg: Any, micro_batch_size: int, cache_dir: Optional[str] = None) -> Path:
+def entry_path(model_cfg: ModelNode, micro_batch_size: int, cache_dir: Optional[str] = None) -> Path:
     """File holding the capture of ``model_cfg`` at ``micro_batch_size``."""
     root = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
     name = str(getattr(model_cfg, "name", "model"))

@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ipuexp.graph import types
 from ipuexp.graph.types import BlockCapture, Graph, OpRecord, TensorInfo
+from ipuexp.models.spec import ModelNode
 
 
 @dataclass
@@ -234,7 +235,7 @@ def _block_capture(block: Any, run: Dict[str, Any], own: _Ownership) -> BlockCap
     )
 
 
-def capture(model_cfg: Any, micro_batch_size: int, cache_dir: Optional[str] = None,
+def capture(model_cfg: ModelNode, micro_batch_size: int, cache_dir: Optional[str] = None,
             use_cache: bool = True) -> Graph:
     """The :class:`Graph` of ``model_cfg`` at ``micro_batch_size``, from the JSON cache when present.
 

@@ -11,6 +11,7 @@ import inspect
 from typing import Any, Callable, Dict, Tuple
 
 from ipuexp.models.hf_source import HF
+from ipuexp.models.spec import ModelNode
 from ipuexp.models.variants import CUSTOM, VARIANTS, resolve
 
 __all__ = ["build_model", "zoo_layers", "zoo_ends", "load_target", "VARIANTS", "Block", "PipelinedModel", "InputSpec"]
@@ -50,7 +51,7 @@ def load_target(target: Any) -> Callable[..., Any]:
     return fn
 
 
-def _build_custom(model_cfg: Any) -> Any:
+def _build_custom(model_cfg: ModelNode) -> Any:
     from ipuexp.models.blocks import PipelinedModel
 
     target = getattr(model_cfg, "target", None)
@@ -72,7 +73,7 @@ def _build_custom(model_cfg: Any) -> Any:
     return model
 
 
-def build_model(model_cfg: Any) -> Any:
+def build_model(model_cfg: ModelNode) -> Any:
     """The ``PipelinedModel`` for ``model_cfg`` (a ``ModelConfig`` or an equivalent DictConfig).
 
     Parameters are created on torch's current default device: wrap the call in ``with torch.device("meta")``
@@ -98,7 +99,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'ipuexp.models' has no attribute {name!r}")
 
 
-def zoo_layers(model_cfg: Any) -> int:
+def zoo_layers(model_cfg: ModelNode) -> int:
     """Number of ``is_layer`` blocks of the configured model.
 
     Zoo models come from the table above without importing torch; a custom or Transformers model is built on the
@@ -110,7 +111,7 @@ def zoo_layers(model_cfg: Any) -> int:
     return int(resolve(model_cfg).hp["layers"])
 
 
-def zoo_ends(model_cfg: Any) -> tuple:
+def zoo_ends(model_cfg: ModelNode) -> tuple:
     """(has blocks before its first layer block, has blocks after its last) of the configured model: from a table
     for zoo models, from the blocks of a custom or Transformers model built on the meta device."""
     if str(getattr(model_cfg, "name", "")) in (CUSTOM, HF):
@@ -128,7 +129,7 @@ of milliseconds, and the rule table asks for its layers and ends on every config
 plan's thousands of candidates) while the model stays the same."""
 
 
-def _layer_flags(model_cfg: Any) -> Tuple[bool, ...]:
+def _layer_flags(model_cfg: ModelNode) -> Tuple[bool, ...]:
     """``is_layer`` of each block of a custom or Transformers model, built once per configuration."""
     key = _model_key(model_cfg)
     flags = _FLAGS.get(key)
@@ -140,7 +141,7 @@ def _layer_flags(model_cfg: Any) -> Tuple[bool, ...]:
     return flags
 
 
-def _model_key(model_cfg: Any) -> str:
+def _model_key(model_cfg: ModelNode) -> str:
     """The model configuration's content (a Transformers model's also its config.json, after overrides)."""
     import dataclasses
     import json

@@ -22,6 +22,7 @@ from ipuexp.models.blocks import Block, InputSpec, PipelinedModel
 from ipuexp.models.hf_attention import ATTENTION, register
 from ipuexp.models.hf_heads import Head, head_for, label_specs
 from ipuexp.models.hf_source import HFSource, resolve
+from ipuexp.models.spec import ModelNode
 from ipuexp.models.transformer import Dropout
 
 _AUTO = {"pretraining": "AutoModelForPreTraining", "masked-lm": "AutoModelForMaskedLM",
@@ -193,7 +194,7 @@ def _transformers_model(source: HFSource, task: str) -> nn.Module:
     return getattr(transformers, auto).from_config(config, attn_implementation=ATTENTION, dtype=torch.float32)
 
 
-def build_hf(model_cfg: Any) -> PipelinedModel:
+def build_hf(model_cfg: ModelNode) -> PipelinedModel:
     """The Transformers model of ``model_cfg`` (``name=hf``) as a PipelinedModel; no weights on the meta device."""
     from ipuexp.models.bert import mask_tokens_for
 

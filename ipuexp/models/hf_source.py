@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional
+from ipuexp.models.spec import ModelNode
 
 HF = "hf"
 TASKS = ("pretraining", "masked-lm", "causal-lm", "classification", "question-answering")
@@ -111,7 +112,7 @@ def _label(spec: str, path: Path) -> str:
     return path.stem
 
 
-def resolve(model_cfg: Any) -> HFSource:
+def resolve(model_cfg: ModelNode) -> HFSource:
     """Read and adjust the configuration of ``model_cfg`` (a ModelConfig with ``name=hf``); no torch import."""
     hf = getattr(model_cfg, "hf", None)
     spec = getattr(hf, "config", None)
@@ -162,7 +163,7 @@ def _check_sequence(source: HFSource, seq: Any) -> None:
         raise _bad("model.sequence_length", seq, f"an integer in {bound} for {source.label} (its positions)")
 
 
-def fingerprint(model_cfg: Any) -> Dict[str, Any]:
+def fingerprint(model_cfg: ModelNode) -> Dict[str, Any]:
     """What a capture of an ``hf`` model depends on beyond the ModelConfig fields: the configuration's content
     (after the changes), the task and the Transformers version."""
     from importlib.metadata import PackageNotFoundError, version

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
 from ipuexp.models.hf_source import HF
+from ipuexp.models.spec import ModelNode
 
 # BERT: Devlin et al. 2019, "BERT", section 3 (L/H/A and 4H feed-forward); vocabulary 30522, 512 positions and
 # 2 token types from Graphcore's configs_pretraining.yml (vocab_size) and the Google checkpoints.
@@ -75,7 +76,7 @@ def _positive(key: str, value: Any) -> int:
     return value
 
 
-def resolve(model_cfg: Any) -> Variant:
+def resolve(model_cfg: ModelNode) -> Variant:
     """Check ``model_cfg`` against the zoo and return its hyper-parameters (no torch import)."""
     name = str(getattr(model_cfg, "name", ""))
     if name in (CUSTOM, HF):

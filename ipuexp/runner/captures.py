@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Optional, Tuple
+from ipuexp.models.spec import ModelNode
 
 if TYPE_CHECKING:
     from ipuexp.config.types import ConfigNode
@@ -22,7 +23,7 @@ MEMO_SIZE = 16
 _memo: "OrderedDict[str, Any]" = OrderedDict()
 
 
-def capture_key(model_cfg: Any, micro_batch_size: int, cache_dir: Optional[str] = None) -> str:
+def capture_key(model_cfg: ModelNode, micro_batch_size: int, cache_dir: Optional[str] = None) -> str:
     """The identity of a capture: the model's fields, the micro-batch size and the cache folder, as JSON."""
     from omegaconf import DictConfig, OmegaConf
 
@@ -32,7 +33,7 @@ def capture_key(model_cfg: Any, micro_batch_size: int, cache_dir: Optional[str] 
                       sort_keys=True, default=str)
 
 
-def capture(model_cfg: Any, micro_batch_size: int, cache_dir: Optional[str] = None) -> Any:
+def capture(model_cfg: ModelNode, micro_batch_size: int, cache_dir: Optional[str] = None) -> Any:
     """``ipuexp.graph.capture.capture`` with an in-process memo in front of its disk cache."""
     key = capture_key(model_cfg, micro_batch_size, cache_dir)
     graph = _memo.get(key)

@@ -56,7 +56,7 @@ class _Job:
     pos: int
     idx: int
     overrides: List[str]
-    config: Any = None
+    config: Optional[ConfigNode] = None
 
 
 def launch(*, hydra_context: Any, task_function: Any, config: ConfigNode, job_overrides: Sequence[Sequence[str]],

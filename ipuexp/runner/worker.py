@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
 
 from hydra.core.utils import JobReturn
 
+from ipuexp.models.spec import ModelNode
 from ipuexp.runner import captures
 from ipuexp.runner.errors import DoesNotFit, JobFailedError, SweepReturn, describe, is_config_error
 
@@ -199,7 +200,7 @@ def _job_log_handler() -> Optional[logging.FileHandler]:
     return None
 
 
-def warm_capture(model: Any, micro_batch_size: int, cache_dir: Optional[str]) -> Tuple[Optional[str], Any]:
+def warm_capture(model: ModelNode, micro_batch_size: int, cache_dir: Optional[str]) -> Tuple[Optional[str], Any]:
     """Capture (or load from the disk cache) one model for the sweep: ``(error or None, graph or None)``.
 
     Nothing else is imported first: the jobs that need this graph wait for it. An error is not raised: those jobs

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Dict, Iterable, Mapping, Optional
 
-from ipuexp.config.schema import model_label
+from ipuexp.models.spec import model_label
 from ipuexp.result import Result
 
 MAX_PARAM_VALUE = 6000

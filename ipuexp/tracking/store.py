@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional, Tuple, TypeVar
 
-from ipuexp.config.schema import model_label
+from ipuexp.models.spec import model_label
 
 if TYPE_CHECKING:
     from ipuexp.config.types import AnyConfig

@@ -14,7 +14,7 @@ divide once) and by the loss scale, and the optimizer updates the weights once p
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -23,6 +23,9 @@ from ipuexp.execution.schedule import BWD, Event, events
 from ipuexp.training.optim import build_optimizer, round_state_to_half
 from ipuexp.training.plan import TrainingPlan
 from ipuexp.training.precision import LossScaler, to_half
+
+if TYPE_CHECKING:
+    from ipuexp.config.schema import OptimizerConfig
 
 AllReduce = Callable[[List[torch.Tensor]], None]
 """Sums a list of tensors in place over all instances."""
@@ -65,7 +68,7 @@ def _float(t: Any) -> bool:
 class Executor:
     """Runs one instance's host calls with real numerics."""
 
-    def __init__(self, model: torch.nn.Module, plan: TrainingPlan, optimizer_cfg: Any,
+    def __init__(self, model: torch.nn.Module, plan: TrainingPlan, optimizer_cfg: OptimizerConfig,
                  allreduce: Optional[AllReduce] = None, device: Any = "cpu") -> None:
         self.plan = plan
         self.device = torch.device(device)

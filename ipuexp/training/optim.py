@@ -7,7 +7,10 @@ fp16 after every step.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, List
+from typing import TYPE_CHECKING, Any, Iterable, List
+
+if TYPE_CHECKING:
+    from ipuexp.config.schema import OptimizerConfig
 
 OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw", "lamb", "lars")
 
@@ -18,7 +21,7 @@ def _torch_optimizer_base() -> Any:
     return torch.optim.Optimizer
 
 
-def build_optimizer(cfg: Any, params: Iterable[Any]) -> Any:
+def build_optimizer(cfg: OptimizerConfig, params: Iterable[Any]) -> Any:
     """A ``torch.optim.Optimizer`` over ``params`` for an ``OptimizerConfig``."""
     import torch
 
