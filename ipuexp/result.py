@@ -72,6 +72,9 @@ class ThroughputFigures:
     breakdown: Dict[str, float] = field(default_factory=dict)
     """Seconds per step: compute, recompute, exchange, host_io, weight_update, all_reduce, idle."""
     peak_flops_bound_samples_per_s: float = 0.0
+    sequences_per_s: Optional[float] = None
+    """Packed sequences (``data.packing``): sequences per second, ``samples_per_s`` (packs) times the average
+    sequences per pack; None when a sample is one sequence."""
     error_band_pct: Optional[float] = None
     """Half-width of the error band of ``samples_per_s``, percent: leave-one-out residuals of the calibration rows
     most like this configuration, widened outside the calibration's range (None without calibration residuals)."""

@@ -20,6 +20,8 @@ UNEXPLAINED = "vit_b16_finetune_bow_pod16_pytorch"
 GPT2 = "gpt2_medium_wikitext103_sl1024_mk2_pod16_optimum"
 # The one row with a short host call (256 samples): only it determines the PopTorch loop's cost per call.
 ROBERTA = "roberta_base_squad2_sl384_mk2_pod16_optimum"
+# Packed MLPerf BERT: predicted in sequences/s, held back from the fit while its sub-layer placement is approximated.
+PACKED = "bert_large_packed_mlperf11_mk2_pod16_popart"
 
 
 @pytest.fixture(scope="module")
@@ -33,25 +35,28 @@ def test_config_sets_the_thresholds():
     cfg = v.load_config()
     assert (cfg.mape_threshold, cfg.max_row_error, cfg.loo_mape_threshold, cfg.loo_worst, cfg.held_out_worst) == \
         (6, 20, 10, 20, 25)
-    assert cfg.min_in_band == 8 and set(cfg.unexplained) == {UNEXPLAINED, GPT2}
+    assert cfg.min_in_band == 8 and set(cfg.unexplained) == {UNEXPLAINED, GPT2} and set(cfg.held_back) == {PACKED}
     assert cfg.csv is None  # the table shipped with the package
 
 
 def test_every_row_has_a_configuration_and_a_residual():
-    rows = [r for r in load_rows() if not r.packed]
-    assert len(rows) >= 11 and {r.family for r in rows} == {"bert", "resnet", "vit", "gpt", "roberta"}
+    rows = load_rows()
+    assert len(rows) >= 12 and {r.family for r in rows} == {"bert", "resnet", "vit", "gpt", "roberta"}
     for row in rows:
         assert (RUNS_DIR / f"{row.id}.yaml").exists()
-    assert {r.id for r in load_residuals()} == {r.id for r in rows}
-    assert [r.id for r in load_rows() if r.packed] == ["bert_large_packed_mlperf11_mk2_pod16_popart"]
+    # Every row's residual informs the bands but the held-back row's, which measures its approximation.
+    assert {r.id for r in load_residuals()} == {r.id for r in rows} - {PACKED}
+    assert [r.id for r in rows if r.packed] == [PACKED]
 
 
 @pytest.mark.slow
 def test_generalisation_on_the_full_table(report):
     cfg, rep = report
-    assert {o.row.id for o in rep.outcomes} == {r.id for r in load_rows() if not r.packed}
-    assert [r.id for r, _ in rep.unpredicted] == ["bert_large_packed_mlperf11_mk2_pod16_popart"]
-    assert {o.row.id for o in rep.outcomes if o.unexplained} == {UNEXPLAINED, GPT2}
+    assert {o.row.id for o in rep.outcomes} == {r.id for r in load_rows()} and rep.unpredicted == []
+    assert {o.row.id for o in rep.outcomes if o.unexplained} == {UNEXPLAINED, GPT2, PACKED}
+    # Packed MLPerf BERT, in sequences/s with its layers placed whole: within 10% (issue target, in sample).
+    packed = next(o for o in rep.outcomes if o.row.id == PACKED)
+    assert packed.held_back and abs(packed.error) <= 10.0
     # In sample: every fitted row within 7%, MAPE within the 6% gate.
     assert rep.mape <= cfg.mape_threshold and rep.worst <= 7.0
     # Leave-one-out: MAPE within the 10% gate; every row but RoBERTa within 10%. Without RoBERTa no row has a

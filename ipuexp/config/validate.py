@@ -191,6 +191,24 @@ def _check_data_engine(cfg: ConfigNode, w: Warnings) -> None:
                               f"{' or '.join(missing)} file (train-/t10k-*, optionally .gz)")
 
 
+def _check_packing(cfg: ConfigNode, w: Warnings) -> None:
+    """Packed sequences: Graphcore's packed BERT (zoo BERT pre-training); the average between 1 and the maximum."""
+    most = int_at_least(cfg, "data.packing.max_sequences_per_pack", 1)
+    avg = value_at(cfg, "data.packing.avg_sequences_per_pack")
+    if not is_number(avg) or not 1 <= avg <= most:
+        raise ConfigError("data.packing.avg_sequences_per_pack", avg,
+                          f"allowed: a number from 1 to data.packing.max_sequences_per_pack={most}")
+    name = value_at(cfg, "model.name")
+    if most > 1 and name != "bert":
+        raise ConfigError("data.packing.max_sequences_per_pack", most,
+                          f"allowed: 1 for model.name={name} (packed sequences are modelled for the zoo's BERT "
+                          "pre-training, model.name=bert)")
+    per_row = value_at(cfg, "model.sequences_per_pack")
+    if per_row != most:
+        raise ConfigError("model.sequences_per_pack", per_row,
+                          f"allowed: data.packing.max_sequences_per_pack ({most}), which sets it")
+
+
 def _mnist_file(folder: Path, suffix: str) -> Optional[Path]:
     for split in ("train", "t10k"):
         for ext in ("", ".gz"):
@@ -229,6 +247,7 @@ _CHECKS: List[Callable[[Any, Warnings], None]] = [
     _check_io,
     _check_tensor_locations,
     _check_data_engine,
+    _check_packing,
     check_model,
     check_pipeline,
     _check_tracking_runner,

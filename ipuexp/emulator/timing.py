@@ -54,6 +54,8 @@ class StepAnalysis:
     """Share of the simulated time that makes one step (inference simulates a host call of device_iterations
     steps at once)."""
     events: List[Event] = field(default_factory=list)
+    sequences_per_sample: Optional[float] = None
+    """Packed sequences: ``data.packing.avg_sequences_per_pack`` (a sample is a pack); None when not packed."""
 
 
 
@@ -201,7 +203,9 @@ def analyse(plan: ExecutionPlan, graph: Graph, record_events: bool = False,
     events: List[Event] = []
     if record_events:
         events = _step_events(pipe.events, ipus, pipe.time_s, host_call)
-    return StepAnalysis(step, samples, pipe, ipus, flops, peak, share, events)
+    packing = plan.data.packing
+    per_pack = float(packing.avg_sequences_per_pack) if packing.max_sequences_per_pack > 1 else None
+    return StepAnalysis(step, samples, pipe, ipus, flops, peak, share, events, per_pack)
 
 
 def _step_events(pipeline: List[Event], ipus: List[IPUStep], pipe_s: float, host_call: float) -> List[Event]:
@@ -242,7 +246,8 @@ def figures(a: StepAnalysis) -> ThroughputFigures:
     sps = a.samples_per_step / step if step else 0.0
     bound = a.peak_flops / a.flops_per_sample if a.flops_per_sample else float("inf")
     return ThroughputFigures(samples_per_s=sps, step_time_s=step, bubble_fraction=sum(bubbles) / n,
-                             utilisation=utilisation, breakdown=breakdown, peak_flops_bound_samples_per_s=bound)
+                             utilisation=utilisation, breakdown=breakdown, peak_flops_bound_samples_per_s=bound,
+                             sequences_per_s=None if a.sequences_per_sample is None else sps * a.sequences_per_sample)
 
 
 def estimate_throughput(plan: ExecutionPlan, graph: Graph,

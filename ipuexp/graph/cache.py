@@ -55,6 +55,8 @@ def cache_key(model_cfg: ModelNode, micro_batch_size: int) -> str:
     fields = {k: (v if v is None or isinstance(v, (int, float, bool)) else str(v)) for k, v in fields.items()}
     if getattr(model_cfg, "mask_tokens", None) is not None:  # only when set: earlier captures keep their keys
         fields["mask_tokens"] = int(model_cfg.mask_tokens)
+    if getattr(model_cfg, "sequences_per_pack", 1) not in (None, 1):  # packed rows: a model of their own
+        fields["sequences_per_pack"] = int(model_cfg.sequences_per_pack)
     if fields.get("name") == HF:
         fields["hf"] = fingerprint(model_cfg)  # the configuration's content, not just its name or path
     payload = {

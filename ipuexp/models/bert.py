@@ -4,6 +4,15 @@ Placement follows Graphcore's BERT example, graphcore/examples@3cc8f81 nlp/bert/
 an embeddings block, one block per encoder layer, and a heads block (pooler + NSP classifier, MLM transform and
 decoder tied to the word embedding). Like Graphcore's model, the MLM head only runs on the first ``mask_tokens``
 positions: their data pipeline moves the masked tokens to the front of each sequence.
+
+Packed BERT (``sequences_per_pack`` above 1: several sequences in one row, after Graphcore's packed BERT, the MLPerf
+Training BERT submissions' PopART code and the "Introducing packed BERT" write-up): each token carries the index of
+its sequence in the pack (1, 2, ...; 0 for padding) and its position within its own sequence, so every sequence
+gets the position embeddings it would have alone; attention is block-diagonal, each layer building the additive
+mask from the sequence indices (``block_mask``), so only the indices travel between pipeline stages; the masked-LM
+head gathers ``mask_tokens`` positions of the pack and the pooler and NSP classifier run on each sequence's first
+token; losses average over the labelled tokens and sequences (label -100: an empty slot), so a packed micro-batch
+gives the same loss and gradients as the same sequences unpacked.
 """
 from __future__ import annotations
 
@@ -83,23 +92,91 @@ class PretrainingHeads(nn.Module):
         return f"mask_tokens={self.mask_tokens}"
 
 
+IGNORE = -100
+"""Label of an empty slot (a masked-LM position or sequence slot the pack does not use): no loss."""
+
+
+def block_mask(sequence_ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """[B, 1, S, S] additive mask: 0 where query and key belong to the same sequence of the pack, -10000 elsewhere
+    (and for padding, sequence index 0)."""
+    same = sequence_ids[:, None, :, None] == sequence_ids[:, None, None, :]
+    keep = same & (sequence_ids[:, None, None, :] > 0)
+    return (~keep).to(dtype) * -10000.0
+
+
+class PackedEmbeddings(Embeddings):
+    """Word + per-sequence position + token-type embeddings; passes the sequence indices on instead of a mask."""
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, position_ids: torch.Tensor,
+                sequence_ids: torch.Tensor, *rest: Any) -> Tuple[Any, ...]:
+        h = self.word(input_ids) + self.position(position_ids) + self.token_type(token_type_ids)
+        return (self.dropout(self.norm(h)), sequence_ids, *rest)
+
+
+class PackedLayer(PostNormLayer):
+    """An encoder layer whose attention mask is built from the pack's sequence indices."""
+
+    def forward(self, hidden: torch.Tensor, sequence_ids: torch.Tensor, *rest: Any) -> Tuple[Any, ...]:
+        h, _, *rest = super().forward(hidden, block_mask(sequence_ids, hidden.dtype), *rest)
+        return (h, sequence_ids, *rest)
+
+
+class PackedPretrainingHeads(PretrainingHeads):
+    """The MLM head on the gathered ``mlm_positions`` and the pooler + NSP classifier on each sequence's first
+    token; returns (loss, MLM logits)."""
+
+    def forward(self, hidden: torch.Tensor, sequence_ids: torch.Tensor, mlm_positions: torch.Tensor,
+                cls_positions: torch.Tensor, mlm_labels: torch.Tensor,
+                nsp_labels: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        width = hidden.shape[-1]
+        cls = hidden.gather(1, cls_positions.long()[..., None].expand(-1, -1, width))
+        nsp_logits = self.nsp(torch.tanh(self.pooler(cls)))
+        picked = hidden.gather(1, mlm_positions.long()[..., None].expand(-1, -1, width))
+        mlm_logits = self.decoder(self.transform_norm(F.gelu(self.transform(picked))))
+        loss = F.cross_entropy(mlm_logits.flatten(0, 1), mlm_labels.flatten().long(), ignore_index=IGNORE) + \
+            F.cross_entropy(nsp_logits.flatten(0, 1), nsp_labels.flatten().long(), ignore_index=IGNORE)
+        return loss, mlm_logits
+
+
+def packed_inputs(seq: int, vocab: int, mask_tokens: int, per_pack: int) -> list:
+    """The inputs and labels of one pack."""
+    return [
+        InputSpec("input_ids", (seq,), "int32", high=vocab),
+        InputSpec("token_type_ids", (seq,), "int32", high=TYPE_VOCAB),
+        InputSpec("position_ids", (seq,), "int32", high=seq),
+        InputSpec("sequence_ids", (seq,), "int32", high=per_pack + 1),
+        InputSpec("mlm_positions", (mask_tokens,), "int32", high=seq),
+        InputSpec("cls_positions", (per_pack,), "int32", high=seq),
+        InputSpec("mlm_labels", (mask_tokens,), "int32", is_label=True, high=vocab),
+        InputSpec("nsp_labels", (per_pack,), "int32", is_label=True, high=2),
+    ]
+
+
 def build_bert(hp: Dict[str, Any], name: str = "bert") -> PipelinedModel:
-    """BERT pre-training model from a variant's hyper-parameters (see ``variants.VARIANTS['bert']``)."""
+    """BERT pre-training model from a variant's hyper-parameters (see ``variants.VARIANTS['bert']``); packed
+    (``bert_packed``) when ``hp['sequences_per_pack']`` is above 1."""
     hidden, seq = hp["hidden"], hp["sequence_length"]
     mask_tokens = hp.get("mask_tokens") or mask_tokens_for(seq)
-    embeddings = Embeddings(hp["vocab"], hidden, hp["max_positions"])
+    per_pack = int(hp.get("sequences_per_pack", 1))
+    packed = per_pack > 1
+    embeddings = (PackedEmbeddings if packed else Embeddings)(hp["vocab"], hidden, hp["max_positions"])
+    layer_class = PackedLayer if packed else PostNormLayer
     blocks = [Block("embeddings", embeddings)]
     for i in range(hp["layers"]):
-        layer = PostNormLayer(hidden, hp["heads"], hp["ffn"], HIDDEN_DROPOUT, ATTENTION_DROPOUT, LAYER_NORM_EPS)
+        layer = layer_class(hidden, hp["heads"], hp["ffn"], HIDDEN_DROPOUT, ATTENTION_DROPOUT, LAYER_NORM_EPS)
         blocks.append(Block(f"layer{i}", layer, is_layer=True))
-    blocks.append(Block("heads", PretrainingHeads(embeddings.word, hidden, mask_tokens)))
-    spec = [
-        InputSpec("input_ids", (seq,), "int32", high=hp["vocab"]),
-        InputSpec("token_type_ids", (seq,), "int32", high=TYPE_VOCAB),
-        InputSpec("attention_mask", (seq,), "int32", high=2),
-        InputSpec("mlm_labels", (mask_tokens,), "int32", is_label=True, high=hp["vocab"]),
-        InputSpec("nsp_labels", (), "int32", is_label=True, high=2),
-    ]
+    heads_class = PackedPretrainingHeads if packed else PretrainingHeads
+    blocks.append(Block("heads", heads_class(embeddings.word, hidden, mask_tokens)))
+    if packed:
+        spec = packed_inputs(seq, hp["vocab"], mask_tokens, per_pack)
+    else:
+        spec = [
+            InputSpec("input_ids", (seq,), "int32", high=hp["vocab"]),
+            InputSpec("token_type_ids", (seq,), "int32", high=TYPE_VOCAB),
+            InputSpec("attention_mask", (seq,), "int32", high=2),
+            InputSpec("mlm_labels", (mask_tokens,), "int32", is_label=True, high=hp["vocab"]),
+            InputSpec("nsp_labels", (), "int32", is_label=True, high=2),
+        ]
     hparams = {**hp, "mask_tokens": mask_tokens, "layer_norm_eps": LAYER_NORM_EPS,
                "hidden_dropout": HIDDEN_DROPOUT, "attention_dropout": ATTENTION_DROPOUT}
     model = PipelinedModel(blocks, name=name, input_spec=spec, hparams=hparams)

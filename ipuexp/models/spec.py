@@ -54,6 +54,9 @@ class ModelConfig:
     mask_tokens: Optional[int] = None
     """Positions per sequence the masked-LM head runs on (BERT pre-training); null: Graphcore's published value for
     the sequence length (20 at 128, 56 at 384, 76 at 512), else 15% of it."""
+    sequences_per_pack: int = 1
+    """Sequences one row of the model's input holds at most (packed BERT): the primary config sets it from
+    ``data.packing.max_sequences_per_pack``."""
     target: Optional[str] = None
     """Dotted path of a callable returning an ``ipuexp.PipelinedModel`` (name=custom)."""
     hf: HFModelConfig = field(default_factory=HFModelConfig)

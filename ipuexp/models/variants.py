@@ -107,6 +107,12 @@ def resolve(model_cfg: ModelNode) -> Variant:
             raise ValueError(f"model.mask_tokens: {masked!r} cannot be set for model.name={name}; allowed: null "
                              "(only BERT pre-training has a masked-LM head)")
         hp["mask_tokens"] = _positive("model.mask_tokens", masked)
+    packed = getattr(model_cfg, "sequences_per_pack", 1)
+    if packed != 1:
+        if name != "bert":
+            raise ValueError(f"data.packing.max_sequences_per_pack: {packed!r} cannot be set for model.name={name}; "
+                             "allowed: 1 (packed sequences are modelled for BERT pre-training)")
+        hp["sequences_per_pack"] = _positive("data.packing.max_sequences_per_pack", packed)
     if "max_positions" in hp:
         seq = getattr(model_cfg, "sequence_length", None)
         if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= hp["max_positions"]:

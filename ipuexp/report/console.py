@@ -58,7 +58,10 @@ def print_result(result: Result, console: Any = None) -> None:
     if t is not None:
         util = ", ".join(f"{u:.0%}" for u in t.utilisation)
         band = f" (+-{t.error_band_pct:.0f}%)" if t.error_band_pct is not None else ""
-        console.print(f"Throughput: {t.samples_per_s:,.0f} samples/s{band}, step {t.step_time_s * 1e3:,.2f} ms, "
+        rate = f"{t.samples_per_s:,.0f} samples/s{band}"
+        if t.sequences_per_s is not None:  # packed: a sample is a pack
+            rate = f"{t.sequences_per_s:,.0f} sequences/s{band} ({t.samples_per_s:,.0f} packs/s)"
+        console.print(f"Throughput: {rate}, step {t.step_time_s * 1e3:,.2f} ms, "
                       f"bubble {t.bubble_fraction:.1%}, IPU utilisation {util}")
         if t.error_band_reasons:
             console.print("Error band: " + "; ".join(t.error_band_reasons), markup=False)

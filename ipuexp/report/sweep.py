@@ -14,6 +14,7 @@ from ipuexp.report.option_values import compact
 from ipuexp.units import column_unit, human_bytes
 
 THROUGHPUT = "throughput_samples_per_s"
+SEQUENCES = "throughput_sequences_per_s"
 BAND = "error_band_pct"
 FUNCTIONAL_THROUGHPUT = "measured_samples_per_s"
 """Measured throughput of a functional run, used where the analytic figure is absent."""
@@ -50,6 +51,14 @@ class Point:
     """+- percent of the predicted throughput (the emulator's error band), when the run logged one."""
     sweep_id: Optional[str] = None
     """The sweep's (multirun's) parent run; None for a run of its own."""
+    sequences_per_s: Optional[float] = None
+    """Packed sequences: sequences per second (``throughput`` counts packs); None when not packed."""
+
+    @property
+    def rate(self) -> Optional[float]:
+        """What points are compared by: sequences per second for a packed run, else its throughput (an unpacked
+        sample is one sequence)."""
+        return self.sequences_per_s if self.sequences_per_s is not None else self.throughput
 
 
 @dataclass
@@ -126,7 +135,7 @@ def _point(run: Any) -> Point:
     return Point(run_id=run.info.run_id, name=run.info.run_name or run.info.run_id[:8], params=dict(run.data.params),
                  throughput=throughput, peak_memory=m.get(PEAK_MEMORY), fits=fits,
                  start_time=run.info.start_time, error_band_pct=m.get(BAND),
-                 sweep_id=run.data.tags.get(PARENT_TAG))
+                 sweep_id=run.data.tags.get(PARENT_TAG), sequences_per_s=m.get(SEQUENCES))
 
 
 def swept_options(points: List[Point]) -> List[str]:
@@ -152,11 +161,10 @@ def swept_options(points: List[Point]) -> List[str]:
 def pareto_front(points: List[Point]) -> List[Point]:
     """Points that fit and that no other fitting point beats on both throughput (higher) and peak memory (lower),
     by increasing memory."""
-    candidates = [p for p in points if p.fits is not False and p.throughput is not None
-                  and p.peak_memory is not None]
+    candidates = [p for p in points if p.fits is not False and p.rate is not None and p.peak_memory is not None]
     front: List[Point] = []
-    for p in sorted(candidates, key=lambda p: (p.peak_memory, -p.throughput)):
-        if not front or p.throughput > front[-1].throughput:
+    for p in sorted(candidates, key=lambda p: (p.peak_memory, -p.rate)):
+        if not front or p.rate > front[-1].rate:
             front.append(p)
     return front
 
@@ -191,12 +199,14 @@ def table(sweep: Sweep) -> Any:
             n = as_number(v)
             numeric = all(as_number(q.params[k]) is not None for q in sweep.points if k in q.params)
             row[k] = n if n is not None and numeric else v
-        row.update({"fits": p.fits, "samples_per_s": p.throughput, "error_band_pct": p.error_band_pct,
+        row.update({"fits": p.fits, "samples_per_s": p.throughput, "sequences_per_s": p.sequences_per_s,
+                    "error_band_pct": p.error_band_pct,
                     "peak_ipu_memory_bytes": p.peak_memory,
                     "pareto": p.run_id in front, "run_id": p.run_id})
         rows.append(row)
     df = pd.DataFrame(rows)
-    return df.sort_values("samples_per_s", ascending=False, na_position="last", kind="stable").reset_index(drop=True)
+    rate = df["sequences_per_s"].fillna(df["samples_per_s"])  # packed runs compare by their sequences
+    return df.loc[rate.sort_values(ascending=False, na_position="last", kind="stable").index].reset_index(drop=True)
 
 
 def write_csv(sweep: Sweep, path: Path) -> Path:
@@ -224,6 +234,7 @@ def print_table(sweep: Sweep, console: Any = None) -> None:
     bands = {b for b in df["error_band_pct"] if not pd.isna(b)}
     one_band = len(bands) == 1 and df["error_band_pct"].notna().all()
     unit = column_unit(df["peak_ipu_memory_bytes"].dropna(), largest="MiB")
+    packed = bool(df["sequences_per_s"].notna().any())  # packed runs: their samples are packs
     rows = []
     for _, row in df.iterrows():
         fits = {True: Text("yes"), False: Text("no", style="red")}.get(row["fits"], Text("?"))
@@ -232,10 +243,13 @@ def print_table(sweep: Sweep, console: Any = None) -> None:
             tput += f" (+-{row['error_band_pct']:.0f}%)"
         mem = "-" if pd.isna(row["peak_ipu_memory_bytes"]) else human_bytes(row["peak_ipu_memory_bytes"], 1, unit)
         pareto = str(numbers.get(row["run_id"], ""))
-        rows.append(([row["run"]] if names else []) + [_fmt(row[k]) for k in sweep.options] + [fits, tput, mem, pareto])
+        seqs = ["-" if pd.isna(row["sequences_per_s"]) else f"{row['sequences_per_s']:,.1f}"] if packed else []
+        rows.append(([row["run"]] if names else []) + [_fmt(row[k]) for k in sweep.options]
+                    + [fits, tput, *seqs, mem, pareto])
     samples = f"samples/s\n(+-{bands.pop():.0f}%)" if one_band else "samples/s"
-    headers = [h.replace("_", " ") for h in [*names, *short]] + ["fits", samples, "peak IPU\nmemory", "Pareto"]
-    kept = len(headers) - 4
+    figures = ["fits", samples, *(["sequences/s"] if packed else []), "peak IPU\nmemory", "Pareto"]
+    headers = [h.replace("_", " ") for h in [*names, *short]] + figures
+    kept = len(headers) - len(figures)
     fixed = [max([len(line) for line in h.split("\n")] + [len(str(r[n])) for r in rows])
              for n, h in enumerate(headers) if n >= kept]
     given = headers[:kept]

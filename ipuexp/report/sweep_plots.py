@@ -9,7 +9,7 @@ import math
 import textwrap
 from itertools import groupby
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ipuexp.report import label_placement
 from ipuexp.report.option_values import compact, is_integer, order, parse
@@ -81,7 +81,7 @@ def throughput_vs_option(sweep: Sweep, key: str, path: Path) -> Path:
     the key (outside the sweeps that vary it) are left out."""
     from matplotlib.figure import Figure
 
-    points = [p for p in sweep.points if p.throughput is not None and key in p.params]
+    points = [p for p in sweep.points if p.rate is not None and key in p.params]
     others = [o for o in sweep.options if o != key]
     fig = Figure(figsize=(7, 4.5), layout="constrained")
     ax = fig.add_subplot()
@@ -94,7 +94,7 @@ def throughput_vs_option(sweep: Sweep, key: str, path: Path) -> Path:
     x_of = {p.run_id: x for p, x in zip(points, xs_all)}
     for group in groups:
         group.sort(key=lambda p: x_of[p.run_id])
-        xs, ys = [x_of[p.run_id] for p in group], [p.throughput for p in group]
+        xs, ys = [x_of[p.run_id] for p in group], [p.rate for p in group]
         label = ", ".join(f"{_short(o)}={v}" for o, v in zip(others, series(group[0]))) or None
         if len(groups) <= MAX_SERIES:
             ax.plot(xs, ys, marker="o", label=label)
@@ -106,7 +106,7 @@ def throughput_vs_option(sweep: Sweep, key: str, path: Path) -> Path:
     if any(p.fits is False for p in points):
         ax.plot([], [], marker="x", linestyle="none", color="red", label="does not fit")
     ax.set_xlabel(key)
-    ax.set_ylabel("samples/s")
+    ax.set_ylabel(rate_label(points))
     ax.set_title(f"{sweep.experiment}: throughput vs {_short(key)}")
     ax.grid(True, alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
@@ -157,7 +157,7 @@ def pareto_figure(sweep: Sweep) -> Any:
     what each number is (the console table numbers the same rows)."""
     from matplotlib.figure import Figure
 
-    points = [p for p in sweep.points if p.throughput is not None and p.peak_memory is not None]
+    points = [p for p in sweep.points if p.rate is not None and p.peak_memory is not None]
     front = pareto_front(points)
     numbers = pareto_numbers(points)
     numbered = _numbered(front)
@@ -171,18 +171,18 @@ def pareto_figure(sweep: Sweep) -> Any:
     fit = [p for p in points if p.fits is not False]
     oom = [p for p in points if p.fits is False]
     if fit:
-        ax.scatter([p.peak_memory / MIB for p in fit], [p.throughput for p in fit], color="C0", alpha=0.5,
+        ax.scatter([p.peak_memory / MIB for p in fit], [p.rate for p in fit], color="C0", alpha=0.5,
                    label="fits")
     if oom:
-        ax.scatter([p.peak_memory / MIB for p in oom], [p.throughput for p in oom], color="red", marker="x",
+        ax.scatter([p.peak_memory / MIB for p in oom], [p.rate for p in oom], color="red", marker="x",
                    label="does not fit")
     if front:
-        ax.plot([p.peak_memory / MIB for p in front], [p.throughput for p in front], color="C1", marker="o",
+        ax.plot([p.peak_memory / MIB for p in front], [p.rate for p in front], color="C1", marker="o",
                 label="Pareto front")
     if sweep.capacity:
         ax.axvline(sweep.capacity / MIB, color="grey", linestyle="--", label="IPU memory")
     ax.set_xlabel("peak memory of the fullest IPU (MiB)")
-    ax.set_ylabel("samples/s")
+    ax.set_ylabel(rate_label(points))
     ax.set_title(f"{sweep.experiment}: throughput vs memory")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
@@ -202,7 +202,7 @@ def _number_front(fig, ax, points: List[Point], front: List[Point], numbers: Dic
     to_pt = 72.0 / fig.dpi
 
     def at(p: Point) -> Tuple[float, float]:
-        x, y = ax.transData.transform((p.peak_memory / MIB, p.throughput))
+        x, y = ax.transData.transform((p.peak_memory / MIB, p.rate))
         return x * to_pt, y * to_pt
 
     size = 7.0
@@ -212,10 +212,10 @@ def _number_front(fig, ax, points: List[Point], front: List[Point], numbers: Dic
                                     [at(p) for p in points], marker=7.0,
                                     bounds=(area.x0 * to_pt, area.y0 * to_pt, area.x1 * to_pt, area.y1 * to_pt))
     if ring:
-        ax.scatter([p.peak_memory / MIB for p in front], [p.throughput for p in front], s=80, facecolors="none",
+        ax.scatter([p.peak_memory / MIB for p in front], [p.rate for p in front], s=80, facecolors="none",
                    edgecolors="0.15", linewidths=0.9, zorder=3)
     for p, text, (dx, dy, ha, va) in zip(front, labels, offsets):
-        ax.annotate(text, (p.peak_memory / MIB, p.throughput), xytext=(dx, dy), textcoords="offset points",
+        ax.annotate(text, (p.peak_memory / MIB, p.rate), xytext=(dx, dy), textcoords="offset points",
                     ha=ha, va=va, fontsize=size, color="C1", fontweight="bold")
 
 
@@ -224,3 +224,9 @@ def draw_all(sweep: Sweep, out_dir: Path) -> List[Path]:
     paths = [throughput_vs_option(sweep, k, out_dir / f"throughput_vs_{_slug(k)}.png") for k in sweep.options]
     paths.append(pareto_chart(sweep, out_dir / "pareto.png"))
     return paths
+
+
+def rate_label(points: Sequence[Point]) -> str:
+    """The throughput axis: samples/s, or sequences/s once a packed run is among the points (an unpacked sample is
+    one sequence)."""
+    return "sequences/s" if any(p.sequences_per_s is not None for p in points) else "samples/s"

@@ -36,6 +36,18 @@ class Outcome:
         value = _get(self.result, "throughput", "samples_per_s")
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
+    @property
+    def sequences_per_s(self) -> Optional[float]:
+        """Packed sequences: sequences per second (its samples are packs); None otherwise."""
+        value = _get(self.result, "throughput", "sequences_per_s")
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    @property
+    def rate(self) -> Optional[float]:
+        """What points are ranked by: sequences per second for a packed point, else samples per second (an unpacked
+        sample is one sequence)."""
+        return self.sequences_per_s if self.sequences_per_s is not None else self.samples_per_s
+
 
 def _get(obj: Any, *path: str) -> Any:
     for name in path:
@@ -138,14 +150,13 @@ def varying(outcomes: Sequence[Outcome]) -> List[str]:
 def ordered(outcomes: Sequence[Outcome]) -> List[Outcome]:
     """Highest throughput first; points without one keep their job order, failures last."""
     rank = {DONE: 0, OOM: 1, SKIPPED: 2, FAILED: 3}
-    return sorted(outcomes, key=lambda o: (o.samples_per_s is None, -(o.samples_per_s or 0.0), rank[o.status],
-                                            o.idx))
+    return sorted(outcomes, key=lambda o: (o.rate is None, -(o.rate or 0.0), rank[o.status], o.idx))
 
 
 def best(outcomes: Sequence[Outcome]) -> Optional[Outcome]:
-    """The fitting point with the highest throughput."""
-    fitting = [o for o in outcomes if o.status == DONE and o.samples_per_s is not None]
-    return max(fitting, key=lambda o: o.samples_per_s) if fitting else None
+    """The fitting point with the highest throughput (sequences per second where packs are compared)."""
+    fitting = [o for o in outcomes if o.status == DONE and o.rate is not None]
+    return max(fitting, key=lambda o: o.rate) if fitting else None
 
 
 def _memory(result: Any) -> Optional[str]:
@@ -281,6 +292,8 @@ def timing_line(wall_s: float, slots: Optional[int], compose_s: Sequence[float],
 
 def best_line(top: Outcome, source: str = "") -> str:
     tput = f"{top.samples_per_s:,.1f} samples/s" if top.samples_per_s is not None else top.status
+    if top.sequences_per_s is not None:
+        tput = f"{top.sequences_per_s:,.1f} sequences/s, {top.samples_per_s:,.1f} packs/s"
     return f"Best fitting point: #{top.idx} {shown_overrides(top.overrides)} ({tput}{'; ' + source if source else ''})"
 
 

@@ -27,7 +27,9 @@ GROUP_NAMES: Dict[str, Callable[[Mapping[str, Any]], str]] = {
 }
 """Config groups logged by name (``ipu=mk2``) rather than by their many fields."""
 METRICS = {
-    "throughput_samples_per_s": "predicted samples per second of the whole system",
+    "throughput_samples_per_s": "predicted samples per second of the whole system (packs, for packed sequences)",
+    "throughput_sequences_per_s": "packed sequences: predicted sequences per second (packs/s x the average "
+                                  "sequences per pack)",
     "step_time_s": "predicted time of one weight update",
     "mfu": "model FLOPs utilisation: throughput over what the IPUs' peak FLOPs allow",
     "error_band_pct": "prediction error band of the throughput, +- percent (from the calibration's leave-one-out "
@@ -94,6 +96,8 @@ def _throughput(result: Result, _: Optional[int]) -> Dict[str, float]:
     if t is None:
         return {}
     out = {"throughput_samples_per_s": t.samples_per_s, "step_time_s": t.step_time_s}
+    if t.sequences_per_s is not None:
+        out["throughput_sequences_per_s"] = t.sequences_per_s
     if 0 < t.peak_flops_bound_samples_per_s < float("inf"):
         out["mfu"] = t.samples_per_s / t.peak_flops_bound_samples_per_s
     if t.error_band_pct is not None:

@@ -74,12 +74,14 @@ def prepare(rows: Sequence[Row], cache_dir: Optional[str] = None) -> List[Case]:
 
 
 def predict(case: Case, constants: Optional[Dict[str, float]] = None) -> float:
-    """Samples per second of a case, with ``constants`` replacing the configured calibration values (the case
+    """Samples (packed rows: sequences) per second of a case, with ``constants`` replacing the configured calibration values (the case
     itself is not changed)."""
     from ipuexp.emulator.timing import estimate_throughput
 
     plan = case.plan.with_calibration(constants) if constants else case.plan
-    return estimate_throughput(plan, case.graph).samples_per_s
+    figures = estimate_throughput(plan, case.graph)
+    # A packed row's published throughput counts sequences; its samples are packs.
+    return figures.sequences_per_s if figures.sequences_per_s is not None else figures.samples_per_s
 
 
 def fit(cases: Sequence[Case], start: Dict[str, float]) -> Dict[str, float]:

@@ -142,3 +142,15 @@ def test_timing_without_the_launchers_figures() -> None:
     """A launcher that does not say where the time went (Hydra's basic launcher) still gets the wall time."""
     assert summary.timing_line(2.04, None, [], [None, None]) == "2 jobs in 2.0 s"
     assert summary.timing_line(2.04, 1, [], []) == ""
+
+
+def test_packed_points_compete_by_their_sequences() -> None:
+    """A packed point's samples are packs: it ranks by sequences/s against unpacked points' samples/s."""
+    packed = _result(150.0, True)
+    packed.throughput.sequences_per_s = 300.0
+    rets = [_ret(["+recipe=r", "data.packing.max_sequences_per_pack=1"], _result(200.0, True)),
+            _ret(["+recipe=r", "data.packing.max_sequences_per_pack=3"], packed)]
+    outs = [summary.classify(i, r) for i, r in enumerate(rets)]
+    top = summary.best(outs)
+    assert top is outs[1] and [o.idx for o in summary.ordered(outs)] == [1, 0]
+    assert summary.best_line(top).endswith("(300.0 sequences/s, 150.0 packs/s)")
