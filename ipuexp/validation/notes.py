@@ -123,21 +123,39 @@ def plot(report: Any, path: Path) -> None:
                 ys.append(value / ipus)
         ax.scatter(xs, ys, marker=marker, label=mode, alpha=0.8, s=30 if mode == "in-sample" else 45,
                    facecolors=colour if mode == "in-sample" else "none", edgecolors=colour)
-    for o in report.outcomes:
-        ipus = max(o.row.ipus, 1)
-        ax.annotate(o.row.id.split("_")[0] + " " + o.row.system, (o.row.published / ipus, o.predicted / ipus),
-                    fontsize=7, xytext=(4, -8), textcoords="offset points")
     lo = min(o.row.published / max(o.row.ipus, 1) for o in report.outcomes) / 1.5
     hi = max(o.row.published / max(o.row.ipus, 1) for o in report.outcomes) * 1.5
     ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
     for k in (0.85, 1.15):
         ax.plot([lo, hi], [lo * k, hi * k], "k:", lw=0.6)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    _label_points(fig, ax, report.outcomes)
     ax.set_xlabel("published samples/s per IPU")
     ax.set_ylabel("predicted samples/s per IPU")
-    ax.set_title("ipuexp calibration: predicted vs published (dotted: +-15%)")
+    ax.set_title("ipuexp calibration: predicted vs published (dotted: +-15%; *: not fitted)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _label_points(fig: Any, ax: Any, outcomes: Sequence[Any]) -> None:
+    """Each row's label to the right of its point, moved down in steps until it overlaps no label placed before it;
+    the x axis reaches far enough right for the last labels."""
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    top = max(o.row.published / max(o.row.ipus, 1) for o in outcomes)
+    ax.set_xlim(right=top * 12)
+    fig.canvas.draw()  # the axes' final transform, for the labels' extents
+    renderer = fig.canvas.get_renderer()
+    boxes: list = []
+    for o in sorted(outcomes, key=lambda o: -o.predicted / max(o.row.ipus, 1)):
+        ipus = max(o.row.ipus, 1)
+        x, y = o.row.published / ipus, o.predicted / ipus
+        label = f"{o.row.model}{' packed' if o.row.packed else ''} {o.row.system}{' *' if o.unexplained else ''}"
+        for step in range(12):
+            text = ax.annotate(label, (x, y), fontsize=7, xytext=(6, -8 - 9 * step), textcoords="offset points")
+            box = text.get_window_extent(renderer)
+            if not any(box.overlaps(other) for other in boxes):
+                break
+            text.remove()
+        boxes.append(box)
