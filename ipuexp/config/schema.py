@@ -175,10 +175,14 @@ class PipelineConfig:
     schedule: Schedule = Schedule.grouped
     """grouped (default), interleaved or sequential (sharded execution)."""
     layers_per_ipu: List[int] = field(default_factory=list)
-    """Layers in each pipeline stage, in order; empty means the whole model on one IPU."""
+    """Layers in each pipeline stage, in order (halves of layers with ``split_layers``); empty means the whole model
+    on one IPU."""
     device_mapping: Optional[List[int]] = None
     """IPU of each stage; one extra entry places the post-layer blocks (heads) in a stage of their own,
     e.g. BERT's [0,1,2,3,0]. Default: stage i on IPU i."""
+    split_layers: bool = False
+    """Each encoder layer is two blocks, attention then feed-forward, and ``layers_per_ipu`` counts these halves, so
+    that a stage can end in the middle of a layer (zoo BERT; Graphcore's MLPerf BERT ``att_ffn_placement``)."""
 
 
 @dataclass

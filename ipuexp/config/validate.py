@@ -192,7 +192,8 @@ def _check_data_engine(cfg: ConfigNode, w: Warnings) -> None:
 
 
 def _check_packing(cfg: ConfigNode, w: Warnings) -> None:
-    """Packed sequences: Graphcore's packed BERT (zoo BERT pre-training); the average between 1 and the maximum."""
+    """Packed sequences and split layers (Graphcore's packed MLPerf BERT), for the zoo's BERT; the average
+    sequences per pack between 1 and the maximum."""
     most = int_at_least(cfg, "data.packing.max_sequences_per_pack", 1)
     avg = value_at(cfg, "data.packing.avg_sequences_per_pack")
     if not is_number(avg) or not 1 <= avg <= most:
@@ -203,6 +204,13 @@ def _check_packing(cfg: ConfigNode, w: Warnings) -> None:
         raise ConfigError("data.packing.max_sequences_per_pack", most,
                           f"allowed: 1 for model.name={name} (packed sequences are modelled for the zoo's BERT "
                           "pre-training, model.name=bert)")
+    split = value_at(cfg, "options.pipeline.split_layers")
+    if split and name != "bert":
+        raise ConfigError("options.pipeline.split_layers", split, f"allowed: false for model.name={name} (layers "
+                          "split into attention and feed-forward blocks for the zoo's BERT, model.name=bert)")
+    if value_at(cfg, "model.split_layers") != split:
+        raise ConfigError("model.split_layers", value_at(cfg, "model.split_layers"),
+                          f"allowed: options.pipeline.split_layers ({split}), which sets it")
     per_row = value_at(cfg, "model.sequences_per_pack")
     if per_row != most:
         raise ConfigError("model.sequences_per_pack", per_row,

@@ -49,8 +49,10 @@ def check_pipeline(cfg: ConfigNode, w: Warnings) -> None:
     if lpi:
         layers = _model_layers(cfg)
         if sum(lpi) != layers:
+            what = (f"{layers} layer halves (options.pipeline.split_layers: attention and feed-forward blocks)"
+                    if value_at(cfg, "options.pipeline.split_layers") else f"{layers} layers")
             raise ConfigError("options.pipeline.layers_per_ipu", lpi,
-                              f"allowed: counts summing to the model's {layers} layers (sum is {sum(lpi)})")
+                              f"allowed: counts summing to the model's {what} (sum is {sum(lpi)})")
         _check_stages_have_blocks(cfg, lpi, dm)
 
     ipr = ipus_per_replica(lpi, dm)

@@ -57,6 +57,8 @@ def cache_key(model_cfg: ModelNode, micro_batch_size: int) -> str:
         fields["mask_tokens"] = int(model_cfg.mask_tokens)
     if getattr(model_cfg, "sequences_per_pack", 1) not in (None, 1):  # packed rows: a model of their own
         fields["sequences_per_pack"] = int(model_cfg.sequences_per_pack)
+    if getattr(model_cfg, "split_layers", False):
+        fields["split_layers"] = True
     if fields.get("name") == HF:
         fields["hf"] = fingerprint(model_cfg)  # the configuration's content, not just its name or path
     payload = {

@@ -108,7 +108,8 @@ def zoo_layers(model_cfg: ModelNode) -> int:
     """
     if str(getattr(model_cfg, "name", "")) in (CUSTOM, HF):
         return sum(_layer_flags(model_cfg))
-    return int(resolve(model_cfg).hp["layers"])
+    hp = resolve(model_cfg).hp
+    return int(hp["layers"]) * (2 if hp.get("split_layers") else 1)  # split: attention and feed-forward blocks
 
 
 def zoo_ends(model_cfg: ModelNode) -> tuple:

@@ -23,7 +23,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ipuexp.models.blocks import Block, InputSpec, PipelinedModel
-from ipuexp.models.transformer import Dropout, PostNormLayer, init_weights
+from ipuexp.models.transformer import (AttentionHalf, Dropout, FeedForwardHalf, PostNormLayer, block_mask,
+                                       init_weights)
 from ipuexp.models.variants import published_mask_tokens
 
 # configs_pretraining.yml `defaults` (examples@3cc8f81): layer_norm_eps 0.001, attention_probs_dropout_prob 0.0.
@@ -96,14 +97,6 @@ IGNORE = -100
 """Label of an empty slot (a masked-LM position or sequence slot the pack does not use): no loss."""
 
 
-def block_mask(sequence_ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """[B, 1, S, S] additive mask: 0 where query and key belong to the same sequence of the pack, -10000 elsewhere
-    (and for padding, sequence index 0)."""
-    same = sequence_ids[:, None, :, None] == sequence_ids[:, None, None, :]
-    keep = same & (sequence_ids[:, None, None, :] > 0)
-    return (~keep).to(dtype) * -10000.0
-
-
 class PackedEmbeddings(Embeddings):
     """Word + per-sequence position + token-type embeddings; passes the sequence indices on instead of a mask."""
 
@@ -163,6 +156,13 @@ def build_bert(hp: Dict[str, Any], name: str = "bert") -> PipelinedModel:
     layer_class = PackedLayer if packed else PostNormLayer
     blocks = [Block("embeddings", embeddings)]
     for i in range(hp["layers"]):
+        if hp.get("split_layers"):  # attention and feed-forward as blocks of their own (Graphcore's att_ffn_placement)
+            blocks.append(Block(f"layer{i}_attention", AttentionHalf(hidden, hp["heads"], HIDDEN_DROPOUT,
+                                                                     ATTENTION_DROPOUT, LAYER_NORM_EPS, packed),
+                                is_layer=True))
+            blocks.append(Block(f"layer{i}_ffn", FeedForwardHalf(hidden, hp["ffn"], HIDDEN_DROPOUT, LAYER_NORM_EPS),
+                                is_layer=True))
+            continue
         layer = layer_class(hidden, hp["heads"], hp["ffn"], HIDDEN_DROPOUT, ATTENTION_DROPOUT, LAYER_NORM_EPS)
         blocks.append(Block(f"layer{i}", layer, is_layer=True))
     heads_class = PackedPretrainingHeads if packed else PretrainingHeads

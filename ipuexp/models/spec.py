@@ -57,6 +57,9 @@ class ModelConfig:
     sequences_per_pack: int = 1
     """Sequences one row of the model's input holds at most (packed BERT): the primary config sets it from
     ``data.packing.max_sequences_per_pack``."""
+    split_layers: bool = False
+    """Each encoder layer as two pipeline blocks, attention then feed-forward (zoo BERT), so that a stage can end
+    between them: the primary config sets it from ``options.pipeline.split_layers``."""
     target: Optional[str] = None
     """Dotted path of a callable returning an ``ipuexp.PipelinedModel`` (name=custom)."""
     hf: HFModelConfig = field(default_factory=HFModelConfig)

@@ -86,6 +86,45 @@ class SelfAttention(nn.Module):
         return self.out(context)
 
 
+def block_mask(sequence_ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """[B, 1, S, S] additive mask of packed sequences: 0 where query and key belong to the same sequence of the
+    row, -10000 elsewhere (and for padding, sequence index 0)."""
+    same = sequence_ids[:, None, :, None] == sequence_ids[:, None, None, :]
+    keep = same & (sequence_ids[:, None, None, :] > 0)
+    return (~keep).to(dtype) * -10000.0
+
+
+class AttentionHalf(nn.Module):
+    """The first half of a post-norm encoder layer: attention, residual add, LayerNorm. With ``packed`` its mask
+    argument holds the row's sequence indices, from which it builds the block-diagonal mask."""
+
+    def __init__(self, hidden: int, heads: int, dropout: float, attn_dropout: float, eps: float,
+                 packed: bool = False) -> None:
+        super().__init__()
+        self.attention = SelfAttention(hidden, heads, attn_dropout)
+        self.norm = nn.LayerNorm(hidden, eps=eps)
+        self.dropout = Dropout(dropout)
+        self.packed = packed
+
+    def forward(self, hidden: torch.Tensor, mask: torch.Tensor, *rest: Any) -> Tuple[Any, ...]:
+        additive = block_mask(mask, hidden.dtype) if self.packed else mask
+        return (self.norm(hidden + self.dropout(self.attention(hidden, additive))), mask, *rest)
+
+
+class FeedForwardHalf(nn.Module):
+    """The second half of a post-norm encoder layer: feed-forward, residual add, LayerNorm."""
+
+    def __init__(self, hidden: int, ffn: int, dropout: float, eps: float) -> None:
+        super().__init__()
+        self.intermediate = nn.Linear(hidden, ffn)
+        self.output = nn.Linear(ffn, hidden)
+        self.norm = nn.LayerNorm(hidden, eps=eps)
+        self.dropout = Dropout(dropout)
+
+    def forward(self, hidden: torch.Tensor, mask: torch.Tensor, *rest: Any) -> Tuple[Any, ...]:
+        return (self.norm(hidden + self.dropout(self.output(F.gelu(self.intermediate(hidden))))), mask, *rest)
+
+
 class PostNormLayer(nn.Module):
     """BERT encoder layer: attention and feed-forward, each followed by residual add and LayerNorm."""
 

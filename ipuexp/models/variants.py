@@ -113,6 +113,11 @@ def resolve(model_cfg: ModelNode) -> Variant:
             raise ValueError(f"data.packing.max_sequences_per_pack: {packed!r} cannot be set for model.name={name}; "
                              "allowed: 1 (packed sequences are modelled for BERT pre-training)")
         hp["sequences_per_pack"] = _positive("data.packing.max_sequences_per_pack", packed)
+    if getattr(model_cfg, "split_layers", False):
+        if name != "bert":
+            raise ValueError(f"options.pipeline.split_layers: true cannot be set for model.name={name}; allowed: "
+                             "false (layers split into attention and feed-forward blocks for the zoo's BERT)")
+        hp["split_layers"] = True
     if "max_positions" in hp:
         seq = getattr(model_cfg, "sequence_length", None)
         if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= hp["max_positions"]:

@@ -117,3 +117,28 @@ def test_packed_training_follows_unpacked() -> None:
     for (name, a), b in zip(plain.named_parameters(), packed.parameters()):
         torch.testing.assert_close(b, a, rtol=1e-8, atol=1e-10, msg=name)
     assert losses[-1] < 0.5 * losses[0]
+
+
+def test_split_layers_compute_the_same_model() -> None:
+    """Attention and feed-forward as blocks of their own (att_ffn_placement): the same loss and gradients as whole
+    layers with the same weights."""
+    torch.manual_seed(0)
+    whole = build_bert({**HP, "mask_tokens": MASKED}).double().eval()
+    split = build_bert({**HP, "mask_tokens": MASKED, "split_layers": True}).double().eval()
+    assert [b.name for b in split.blocks][1:5] == ["layer0_attention", "layer0_ffn", "layer1_attention", "layer1_ffn"]
+    state = {}
+    for name, value in whole.state_dict().items():
+        parts = name.split(".")  # blocks.<i>.module.<param...>
+        i = int(parts[1])
+        if 1 <= i <= HP["layers"]:
+            layer, rest = i - 1, ".".join(parts[3:])
+            half = 0 if rest.startswith(("attention", "dropout")) else 1
+            rest = rest.replace("attention_norm", "norm").replace("output_norm", "norm")
+            state[f"blocks.{1 + 2 * layer + half}.module.{rest}"] = value
+        else:
+            state[f"blocks.{i if i == 0 else i + HP['layers']}.module.{'.'.join(parts[3:])}"] = value
+    split.load_state_dict(state)
+    inputs = _unpacked(_sequences([9, 12, 16], 3))
+    loss_w, _ = _loss_and_grads(whole, inputs)
+    loss_s, _ = _loss_and_grads(split, inputs)
+    assert loss_s == pytest.approx(loss_w, rel=1e-12)
