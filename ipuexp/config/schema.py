@@ -196,7 +196,9 @@ class OptimizerConfig:
     weight_decay: float = 0.0
     """Weight decay."""
     state_precision: str = "float"
-    """float or half: dtype of optimizer state (``enable_half_first_order_momentum`` sets half)."""
+    """Dtype of the optimizer state: float; half, the first moment in fp16 and the second in fp32
+    (``enable_half_first_order_momentum``); half_all, both moments in fp16 (PopART's ``lamb_m_dtype`` and
+    ``lamb_accl_dtype`` FLOAT16)."""
 
 
 @dataclass
@@ -219,6 +221,9 @@ class Options:
     """Activation/gradient . weight precision: "16.16", "16.32" or "32.32" (a str: the values are not identifiers)."""
     stochastic_rounding: bool = False
     """``Precision.enableStochasticRounding``."""
+    stash_precision: Optional[str] = None
+    """Precision of the activations a pipeline stage stashes for its backward pass: null (the activations' own),
+    half or float8 (PopART's MLPerf BERT ``activation_checkpoint_dtype: FLOAT8`` casts them down for the stash)."""
     recomputation: RecomputationConfig = field(default_factory=RecomputationConfig)
     """Recomputation settings."""
     tensor_locations: TensorLocations = field(default_factory=TensorLocations)

@@ -28,7 +28,8 @@ from ipuexp.config.types import ConfigNode
 PRECISIONS = tuple(p.value for p in schema.Precision)
 IO_PRECISIONS = ("auto", "float32", "float16", "int8")
 DATASETS = ("synthetic", "mnist")
-STATE_PRECISIONS = ("float", "half")
+STATE_PRECISIONS = ("float", "half", "half_all")
+STASH_PRECISIONS = ("half", "float8")
 IPU_NAMES = ("mk1", "mk2", "bow")
 TOPOLOGIES = ("ladder", "2d_torus")
 ENGINE_DEVICES = ("auto", "cpu", "cuda")
@@ -142,6 +143,8 @@ def _check_batching(cfg: ConfigNode, w: Warnings) -> None:
 def _check_numerics(cfg: ConfigNode, w: Warnings) -> None:
     positive(cfg, "options.loss_scaling", " (the loss is multiplied by it before the backward pass)")
     one_of(cfg, "optimizer.state_precision", STATE_PRECISIONS)
+    if value_at(cfg, "options.stash_precision") is not None:
+        one_of(cfg, "options.stash_precision", STASH_PRECISIONS, " | null (the activations' own precision)")
     positive(cfg, "optimizer.learning_rate")
     wd = value_at(cfg, "optimizer.weight_decay")
     if not is_number(wd) or wd < 0:

@@ -140,7 +140,7 @@ def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: MemorySett
     held: Optional[Held] = None
     if s.training:
         for st in own:
-            stashes.append(stage_stash(st.blocks, depths[st.index], recompute, s.every_layer, s.act))
+            stashes.append(stage_stash(st.blocks, depths[st.index], recompute, s.every_layer, s.stash))
         if loc.activations.on_chip and n_stages > 1:
             al["stash"] = sum(x.bytes for x in stashes)
         elif loc.activations.on_chip:

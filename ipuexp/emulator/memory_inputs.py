@@ -12,12 +12,17 @@ from ipuexp.graph.types import BlockCapture
 from ipuexp.execution.execution import ExecutionPlan
 from ipuexp.execution.precision import IO_PRECISION_BYTES
 
+STASH_BYTES = {"half": 2, "float8": 1}
+"""Bytes per stashed element of ``options.stash_precision`` (null: the activation precision)."""
+
 @dataclass
 class MemorySettings:
     """The configuration values the model reads, resolved once per call."""
 
     training: bool
     act: int
+    stash: int
+    """Bytes per float element a pipeline stage stashes (``options.stash_precision``, else ``act``)."""
     weight: int
     replicas: int
     accumulate: bool
@@ -46,6 +51,7 @@ def memory_settings(plan: ExecutionPlan) -> MemorySettings:
     io_precision = str(plan.data.io_precision)
     return MemorySettings(
         training=plan.training, act=prec.activation, weight=prec.weight,
+        stash=STASH_BYTES.get(str(opts.stash_precision), prec.activation),
         replicas=int(opts.replication_factor),
         accumulate=int(opts.gradient_accumulation) > 1, schedule=option_value(opts.pipeline.schedule),
         recompute_mode=option_value(opts.recomputation.mode),

@@ -20,6 +20,12 @@ SYSTEM_NAMES = tuple(name for _, name in SYSTEMS)
 IPUS = ("mk2", "bow", "mk1")
 
 
+PACKING_FACTOR = {128: 1.17, 384: 1.7, 512: 2.0}
+"""Sequences per pack on average of Graphcore's packed Wikipedia at each sequence length (at most 3 per pack):
+graphcore/examples@3cc8f81 nlp/bert/pytorch/configs_pretraining.yml ``packing_factor``, by which the packed
+configurations divide their gradient accumulation (438 = 512 / 1.17 at 128)."""
+
+
 @dataclass
 class Draft:
     """The recipe an importer builds from one configuration."""

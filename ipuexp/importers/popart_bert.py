@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ipuexp.importers.mapping import (Draft, accumulation_from_global, as_bool, as_float, as_int,
+from ipuexp.importers.mapping import (PACKING_FACTOR, Draft, accumulation_from_global, as_bool, as_float, as_int,
                                              as_int_list, as_proportion, bert, choose, classify,
                                              heads_back_on_first_ipu, mask_tokens, refuse, to)
 
 TITLE = "Graphcore's BERT example (PopART)"
-# Packed sequences (several short sequences in one row) change the attention and the samples per row; ipuexp
-# does not model packing, so these keys refuse the configuration when on.
+# Packed sequences (several short sequences in one row of sequence_length tokens): data.packing.
 PACKING = ("use_packed_sequence_format", "use_prepacked_pretraining_dataset")
+MAX_SEQUENCES_DEFAULT = 1
+"""The MLPerf parser's default ``max_sequences_per_pack`` (BertConfig in bert_model.py)."""
 
 
 def _task(draft: Draft, key: str, value: Any) -> None:
@@ -55,6 +56,11 @@ RULES = {
     "optimizer": to("optimizer.name", lambda k, v: choose(k, v, {"LAMB": "lamb", "LAMB_NO_BIAS": "lamb",
                                                                   "ADAM": "adam", "ADAM_NO_BIAS": "adam",
                                                                   "SGD": "sgd"})),
+    "lamb_m_dtype": to("optimizer.state_precision", lambda k, v: choose(k, v, {"FLOAT16": "half", "FLOAT": "float"})),
+    # The first moment's dtype; the MLPerf v2.0 submission renamed lamb_m_dtype to lamb_accl_dtype.
+    "lamb_accl_dtype": to("optimizer.state_precision", lambda k, v: choose(k, v, {"FLOAT16": "half", "FLOAT": "float"})),
+    "activation_checkpoint_dtype": to("options.stash_precision",
+                                      lambda k, v: choose(k, v, {"FLOAT8": "float8", "FLOAT16": "half"})),
     "learning_rate": to("optimizer.learning_rate", as_float),
     "weight_decay": to("optimizer.weight_decay", as_float),
     "lr_bert_schedule": lambda d, k, v: d.set("optimizer.learning_rate", as_float(k, v.get("init_lr")),
@@ -73,21 +79,29 @@ UNMODELLED = ("no_dropout", "no_attn_dropout", "training_steps", "steps_per_log"
               "input_files", "shuffle", "duplication_factor", "epochs_to_cache", "checkpoint_dir", "no_validation",
               "epochs", "epochs_per_save", "enable_tensorboard", "engine_cache", "tf_checkpoint",
               "on_the_spot_validation_files", "max_training_sequences", "submission_division",
-              "submission_platform", "max_sequences_per_pack", "avg_seq_per_pack")
+              "submission_platform",
+              # MLPerf submissions: how losses and accuracies are averaged, LAMB's beta1 schedule and gradient
+              # clipping, the MLM decoder's bias, collectives merged into fewer calls, a linear-layer split that is
+              # off, and reduce_nsp_overhead, which drops the NSP head (pooler and classifier on the pack's 3
+              # sequence slots, a negligible share of a step).
+              "loss_averaging_basis", "accuracy_averaging_basis", "beta1_schedule", "gradient_clipping_norm",
+              "projection_bias", "merge_collectives", "split_linear_layers", "reduce_nsp_overhead")
 MODEL_KEYS = ("num_layers", "hidden_size", "attention_heads", "sequence_length", "vocab_length", "layers_per_ipu",
-              "encoder_start_ipu") + PACKING
+              "encoder_start_ipu", "att_ffn_placement", "encoder_start_pipeline_stage", "max_sequences_per_pack",
+              "avg_seq_per_pack") + PACKING
 
 
 def convert(cfg: Mapping[str, Any], draft: Draft) -> Draft:
-    for key in PACKING:
-        if key in cfg and as_bool(key, cfg[key]):
-            raise refuse(key, cfg[key], "allowed: false (packed sequences are not modelled)")
+    _packing(draft, cfg)
     bert(draft, ("hidden_size", cfg.get("hidden_size")), ("attention_heads", cfg.get("attention_heads")),
          ("num_layers", cfg["num_layers"]) if "num_layers" in cfg else None,
          ("sequence_length", cfg.get("sequence_length", 128)),
          ("vocab_length", cfg["vocab_length"]) if "vocab_length" in cfg else None)
     classify(draft, {k: v for k, v in cfg.items() if k not in MODEL_KEYS}, RULES, UNMODELLED)
-    _placement(draft, cfg)
+    if "att_ffn_placement" in cfg:
+        _halves_placement(draft, cfg)
+    else:
+        _placement(draft, cfg)
     accumulation_from_global(draft, "global_batch_size", "micro_batch_size x replication_factor")
     # utils/options.py defaults for keys the file leaves out, and what bert_session_options sets in code.
     draft.default("options.device_iterations", 1, "options.py: --batches-per-step default 1")
@@ -124,6 +138,62 @@ def _placement(draft: Draft, cfg: Mapping[str, Any]) -> None:
               f"{start}" + (" (embedding alone on IPU 0)" if start else ""))
     draft.set("options.pipeline.device_mapping", heads_back_on_first_ipu(lpi),
               "bert.py: MLM and NSP heads in the last stage on the embedding's IPU 0 (tied word embedding)")
+
+
+def _packing(draft: Draft, cfg: Mapping[str, Any]) -> None:
+    """Packed data (``use_prepacked_pretraining_dataset``, ``use_packed_sequence_format``): the pack's sequences at
+    most (the file's, else the parser's default) and on average. The application counts the sequences of every
+    step's packs; the file's ``avg_seq_per_pack`` only scales the global batch it logs, so the average is that of
+    Graphcore's packed Wikipedia at the file's sequence length (``PACKING_FACTOR``)."""
+    key = next((k for k in PACKING if k in cfg and as_bool(k, cfg[k])), None)
+    for name in ("max_sequences_per_pack", "avg_seq_per_pack"):
+        if name in cfg and key is None:
+            draft.skip(name)  # packing keys of a configuration that does not pack
+    if key is None:
+        return
+    seq = as_int("sequence_length", cfg.get("sequence_length", 128))
+    if seq not in PACKING_FACTOR:
+        raise refuse("sequence_length", seq, f"allowed with {key}: {', '.join(map(str, PACKING_FACTOR))} (the "
+                     "lengths Graphcore published a packing factor for)")
+    most = as_int("max_sequences_per_pack", cfg.get("max_sequences_per_pack", MAX_SEQUENCES_DEFAULT))
+    given = f"max_sequences_per_pack: {cfg['max_sequences_per_pack']}" if "max_sequences_per_pack" in cfg else \
+        f"bert_model.py: max_sequences_per_pack default {MAX_SEQUENCES_DEFAULT}"
+    draft.set("data.packing.max_sequences_per_pack", most, f"{key}: true, {given}")
+    draft.set("data.packing.avg_sequences_per_pack", min(PACKING_FACTOR[seq], float(most)),
+              f"Graphcore's packed Wikipedia at {seq} tokens (configs_pretraining.yml packing_factor); "
+              "throughput counts sequences")
+
+
+def _halves_placement(draft: Draft, cfg: Mapping[str, Any]) -> None:
+    """MLPerf BERT v1.1 and later: ``att_ffn_placement`` lists, in pipeline order, each stage's IPU and how many
+    attention and feed-forward halves of consecutive layers it holds (att0, ffn0, att1, ...); stages before
+    ``encoder_start_pipeline_stage`` hold the embedding on IPU 0, and the heads join the last stage."""
+    key = "att_ffn_placement"
+    placement = cfg[key]
+    start = as_int("encoder_start_pipeline_stage", cfg.get("encoder_start_pipeline_stage", 1))
+    allowed = ("allowed: [[ipu, [attention halves, feed-forward halves]], ...] in pipeline order, the halves of "
+               "consecutive layers alternating (attention first) and adding up to num_layers each")
+    try:
+        stages = [(int(ipu), int(att), int(ffn)) for ipu, (att, ffn) in placement]
+    except (TypeError, ValueError):
+        raise refuse(key, placement, allowed) from None
+    halves, lpi, ipus = 0, [0] * start, [0] * start
+    for ipu, att, ffn in stages:
+        count = att + ffn
+        # Halves h .. h+count-1: the even ones are attention, the odd ones feed-forward.
+        if (count + (halves % 2 == 0)) // 2 != att or att + ffn != count:
+            raise refuse(key, placement, allowed)
+        halves += count
+        lpi.append(count)
+        ipus.append(ipu)
+    layers = int(draft.values.get("model.num_layers") or _layers(draft))
+    if halves != 2 * layers:
+        raise refuse(key, placement, f"{allowed} ({layers} layers: {2 * layers} halves, not {halves})")
+    note = f"{key}: {placement}, encoder_start_pipeline_stage: {start}"
+    draft.set("options.pipeline.split_layers", True, f"{key}: attention and feed-forward halves placed apart")
+    draft.set("options.pipeline.layers_per_ipu", lpi, note + " (halves per stage; the embedding alone first)")
+    draft.set("options.pipeline.device_mapping", ipus, note + " (the MLM and NSP heads in the last stage, on the "
+              "embedding's IPU 0)")
 
 
 def _layers(draft: Draft) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ipuexp.importers.mapping import Draft, as_bool, as_int, choose, refuse, to
+from ipuexp.importers.mapping import PACKING_FACTOR, Draft, as_bool, as_int, choose, refuse, to
 from ipuexp.importers.pytorch_app import COMMON, RECOMPUTE, App, heads_on_first_ipu, zoo_transformer
 
 
@@ -26,7 +26,7 @@ class BertApp(App):
         "sequence_length": to("model.sequence_length", as_int),
         # squad picks the model (``model``); pre-training data changes nothing the emulator predicts.
         "dataset": lambda d, k, v: None if str(v) == "squad" else d.skip(k) if str(v) in DATASETS else _no_head(k, v),
-        "packed_data": lambda d, k, v: d.skip(k) if not as_bool(k, v) else _no_packing(k, v),
+        "packed_data": lambda d, k, v: d.skip(k),  # read with max_sequences_per_pack in model()
     }
     code = (
         ("options.precision", "16.16", "run_pretraining.py: the model is cast to half (.half())"),
@@ -58,6 +58,7 @@ class BertApp(App):
             if as_int("mask_tokens", cfg["mask_tokens"]) != mask_tokens_for(seq):
                 raise refuse("mask_tokens", cfg["mask_tokens"], f"allowed: {mask_tokens_for(seq)} for sequence "
                              f"length {seq} (the zoo's BERT masks Graphcore's published count)")
+        _packing(draft, cfg, seq)
 
     def finish(self, draft: Draft, cfg: Mapping[str, Any]) -> None:
         super().finish(draft, cfg)
@@ -71,5 +72,18 @@ def _no_head(key: str, value: Any) -> None:
                  "model=hf)")
 
 
-def _no_packing(key: str, value: Any) -> None:
-    raise refuse(key, value, "allowed: false (packed sequences are not modelled)")
+def _packing(draft: Draft, cfg: Mapping[str, Any], seq: int) -> None:
+    """``packed_data: True``: packs of at most ``max_sequences_per_pack`` sequences, ``PACKING_FACTOR`` on average.
+    (The application counts sequences too: run_pretraining.py multiplies packs/s by each step's sequences per
+    pack.)"""
+    if not as_bool("packed_data", cfg.get("packed_data", False)):
+        return
+    if "max_sequences_per_pack" not in cfg:
+        raise refuse("packed_data", cfg["packed_data"], "allowed: false, or true with max_sequences_per_pack")
+    if seq not in PACKING_FACTOR:
+        raise refuse("sequence_length", seq, f"allowed with packed_data: {', '.join(map(str, PACKING_FACTOR))} "
+                     "(the lengths Graphcore published a packing factor for)")
+    draft.set("data.packing.max_sequences_per_pack", as_int("max_sequences_per_pack", cfg["max_sequences_per_pack"]),
+              f"packed_data: True, max_sequences_per_pack: {cfg['max_sequences_per_pack']}")
+    draft.set("data.packing.avg_sequences_per_pack", PACKING_FACTOR[seq],
+              f"configs_pretraining.yml packing_factor at sequence length {seq}")
