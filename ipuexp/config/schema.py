@@ -196,9 +196,8 @@ class OptimizerConfig:
     weight_decay: float = 0.0
     """Weight decay."""
     state_precision: str = "float"
-    """Dtype of the optimizer state: float; half, the first moment in fp16 and the second in fp32
-    (``enable_half_first_order_momentum``); half_all, both moments in fp16 (PopART's ``lamb_m_dtype`` and
-    ``lamb_accl_dtype`` FLOAT16)."""
+    """float or half: dtype of optimizer state (``enable_half_first_order_momentum`` and PopART's ``lamb_m_dtype``
+    FLOAT16 set half: the first moment in fp16, the second in fp32)."""
 
 
 @dataclass

@@ -28,7 +28,7 @@ from ipuexp.config.types import ConfigNode
 PRECISIONS = tuple(p.value for p in schema.Precision)
 IO_PRECISIONS = ("auto", "float32", "float16", "int8")
 DATASETS = ("synthetic", "mnist")
-STATE_PRECISIONS = ("float", "half", "half_all")
+STATE_PRECISIONS = ("float", "half")
 STASH_PRECISIONS = ("half", "float8")
 IPU_NAMES = ("mk1", "mk2", "bow")
 TOPOLOGIES = ("ladder", "2d_torus")

@@ -29,12 +29,10 @@ def state_bytes(optimizer: str, state_precision: str) -> Tuple[int, int]:
 
     ``state_precision: half`` is Graphcore's ``enable_half_first_order_momentum``: the first moment in fp16; the
     second moment stays fp32 (BERT ``configs_pretraining.yml`` / optimizer ``second_order_momentum_accum_type``).
-    ``half_all`` keeps both in fp16 (PopART MLPerf BERT ``lamb_m_dtype`` and ``lamb_accl_dtype`` FLOAT16).
     """
     first, second = OPTIMIZER_STATES[optimizer]
-    first_bytes = 2 if str(state_precision) in ("half", "half_all") else 4
-    second_bytes = 2 if str(state_precision) == "half_all" else 4
-    return first * first_bytes, second * second_bytes
+    first_bytes = 2 if str(state_precision) == "half" else 4
+    return first * first_bytes, second * 4
 
 
 def elements_at_least(total: int, tensors: int, largest: int, threshold: int) -> int:
