@@ -47,3 +47,17 @@ def test_packing_values_are_checked(overrides, start) -> None:
 def test_packing_needs_the_zoo_bert() -> None:
     with pytest.raises(ConfigError, match=r"allowed: 1 for model.name=vit \(packed sequences are modelled for"):
         load_experiment("+recipe=vit_b16", "data.packing.max_sequences_per_pack=2")
+
+
+def test_fp8_stash_halves_the_stash() -> None:
+    """``options.stash_precision=float8`` (MLPerf v2.0's activation_checkpoint_dtype FLOAT8): the stashed
+    checkpoints' float elements take one byte instead of the activations' two (integer tensors keep theirs);
+    nothing else changes."""
+    plain = _result()
+    fp8 = _result("options.stash_precision=float8")
+    for a, b in zip(plain.memory.ipus, fp8.memory.ipus):
+        if a.breakdown.get("stash"):
+            assert 0.5 * a.breakdown["stash"] <= b.breakdown["stash"] < 0.6 * a.breakdown["stash"]
+            assert b.breakdown["optimizer_state"] == a.breakdown["optimizer_state"]
+    with pytest.raises(ConfigError, match=r"options.stash_precision='float4' is invalid: allowed: half \| float8"):
+        load_experiment(*BASE, "options.stash_precision=float4")
