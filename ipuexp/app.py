@@ -49,8 +49,7 @@ def evaluate(exp: ExperimentConfig, cache_dir: Optional[str] = None, with_events
     step = analyse(plan, graph, record_events=with_events)
     throughput = throughput_figures(step)
     band = error_band(graph.model, len(plan.ipus) * plan.replicas, plan.micro_batch_size,
-                      int(exp.options.gradient_accumulation), ipu=str(plan.ipu.name),
-                      packed=exp.data.packing.max_sequences_per_pack > 1)
+                      int(exp.options.gradient_accumulation), ipu=str(plan.ipu.name))
     if band is not None:
         throughput.error_band_pct = band.pct
         throughput.error_band_reasons = list(band.reasons)

@@ -88,11 +88,10 @@ def _rms(values: Sequence[float]) -> float:
 
 
 def error_band(model: str, ipus: int, micro_batch: int, grad_accum: int, exclude: Optional[str] = None,
-               residuals: Optional[Sequence[Residual]] = None, ipu: Optional[str] = None,
-               packed: bool = False) -> Optional[Band]:
+               residuals: Optional[Sequence[Residual]] = None, ipu: Optional[str] = None) -> Optional[Band]:
     """Band of a prediction for ``model`` on ``ipus`` IPUs at this micro-batch and gradient accumulation (None
     without residuals). ``exclude`` leaves a calibration row out (validation of the band itself); ``ipu`` is the
-    IPU generation (mk1, mk2, bow), when known; ``packed``: packed sequences, which no fitted row has."""
+    IPU generation (mk1, mk2, bow), when known."""
     rows: List[Residual] = [r for r in (load_residuals() if residuals is None else residuals) if r.id != exclude]
     if not rows:
         return None
@@ -131,7 +130,4 @@ def error_band(model: str, ipus: int, micro_batch: int, grad_accum: int, exclude
         if value < min(seen) / 2 or value > 2 * max(seen):
             pct *= RANGE_FACTOR
             reasons.append(f"{name} {value} outside the calibration's {min(seen)}..{max(seen)}")
-    if packed:
-        pct *= NEW_FAMILY_FACTOR
-        reasons.append("packed sequences: no fitted calibration row is packed")
     return Band(pct, tuple(reasons))

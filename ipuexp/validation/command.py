@@ -115,7 +115,7 @@ def run(cfg: ValidateConfig, refit: bool = False) -> Report:
         residuals = residual_rows(report)
         for o in report.outcomes:
             band = error_band(o.row.model, o.row.ipus, o.row.micro_batch, o.row.grad_accum, exclude=o.row.id,
-                              residuals=residuals, ipu=o.row.ipu, packed=o.row.packed)
+                              residuals=residuals, ipu=o.row.ipu)
             o.band = None if band is None else band.pct
     return report
 
