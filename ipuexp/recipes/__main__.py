@@ -97,8 +97,12 @@ def cmd_import(args: argparse.Namespace) -> int:
     print(f"wrote {written} from {draft.source}")
     model = f"{exp.model.hf.config} ({exp.model.hf.task})" if exp.model.name == "hf" else \
         f"{exp.model.name}-{exp.model.size}"
-    print(f"  model {model}, micro-batch {exp.data.micro_batch_size}, "
-          f"{opts.replication_factor} replicas, layers per IPU {list(opts.pipeline.layers_per_ipu)}, "
+    split = "layer halves (attention, feed-forward) per stage" if opts.pipeline.split_layers else "layers per IPU"
+    packed = exp.data.packing
+    packs = (f", packs of up to {packed.max_sequences_per_pack} sequences ({packed.avg_sequences_per_pack:g} on "
+             "average)") if packed.max_sequences_per_pack > 1 else ""
+    print(f"  model {model}, micro-batch {exp.data.micro_batch_size}{packs}, "
+          f"{opts.replication_factor} replicas, {split} {list(opts.pipeline.layers_per_ipu)}, "
           f"gradient accumulation {opts.gradient_accumulation}, system {exp.system.name}")
     print(f"run it: python -m ipuexp +recipe={args.name}")
     return 0
