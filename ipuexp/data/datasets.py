@@ -104,12 +104,55 @@ def load_mnist(path: Any, train_split: float = 0.8) -> DatasetSplits:
     )
 
 
+PACKED_INPUTS = ("input_ids", "token_type_ids", "position_ids", "sequence_ids", "mlm_positions", "cls_positions",
+                 "mlm_labels", "nsp_labels")
+"""The inputs of packed BERT (``ipuexp.models.bert``), whose synthetic samples are real packs."""
+
+
 def synthetic(input_spec: Sequence[Any], samples: int, seed: int) -> DatasetSplits:
-    """Random samples shaped as the model's inputs (normal floats, uniform integer ids and labels)."""
+    """Random samples shaped as the model's inputs (normal floats, uniform integer ids and labels); for packed BERT,
+    packs of random sequences laid out as the model reads them."""
     import torch
 
     from ipuexp.models.blocks import make_input
 
     g = torch.Generator().manual_seed(int(seed))
+    if tuple(spec.name for spec in input_spec) == PACKED_INPUTS:
+        tensors = packs(input_spec, samples, g)
+        return DatasetSplits("synthetic", tuple(tensors), None, f"{samples} packs of random sequences (seed {seed})")
     tensors: List[Any] = [make_input(spec, samples, "cpu", generator=g) for spec in input_spec]
     return DatasetSplits("synthetic", tuple(tensors), None, f"{samples} random samples (seed {seed})")
+
+
+def packs(input_spec: Sequence[Any], samples: int, g: Any) -> List[Any]:
+    """``samples`` packs, each of 1 to k random sequences filling part of the row: per token its sequence's index
+    (1, 2, ...; 0 padding) and its position within it; the masked-LM slots spread over the sequences' tokens, each
+    sequence's first token for the NSP head, -100 for slots a pack leaves empty."""
+    import torch
+
+    spec = {s.name: s for s in input_spec}
+    seq, masked, per_pack = spec["input_ids"].shape[0], spec["mlm_positions"].shape[0], spec["cls_positions"].shape[0]
+    vocab, types = spec["input_ids"].high or 2, spec["token_type_ids"].high or 2
+    out = {name: torch.zeros((samples, *spec[name].shape), dtype=torch.int32) for name in PACKED_INPUTS}
+    out["mlm_labels"].fill_(-100)
+    out["nsp_labels"].fill_(-100)
+    for r in range(samples):
+        count = int(torch.randint(1, per_pack + 1, (), generator=g))
+        cuts = sorted(torch.randperm(seq - 1, generator=g)[: count - 1].add(1).tolist()) if count > 1 else []
+        used = int(torch.randint(max(count, seq // 2), seq + 1, (), generator=g))
+        bounds = [0] + [c for c in cuts if c < used] + [used]
+        starts = bounds[:-1]
+        slot = 0
+        for k, (a, b) in enumerate(zip(bounds, bounds[1:])):
+            n = b - a
+            out["input_ids"][r, a:b] = torch.randint(0, vocab, (n,), generator=g)
+            out["token_type_ids"][r, a + n // 2:b] = min(1, types - 1)
+            out["position_ids"][r, a:b] = torch.arange(n)
+            out["sequence_ids"][r, a:b] = k + 1
+            out["cls_positions"][r, k] = a
+            out["nsp_labels"][r, k] = int(torch.randint(0, 2, (), generator=g))
+            share = min(n, (masked - slot) // max(len(starts) - k, 1))
+            out["mlm_positions"][r, slot:slot + share] = torch.arange(a, a + share)
+            out["mlm_labels"][r, slot:slot + share] = torch.randint(0, vocab, (share,), generator=g)
+            slot += share
+    return [out[name] for name in PACKED_INPUTS]
