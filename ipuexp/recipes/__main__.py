@@ -10,6 +10,7 @@ warning line.
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -101,9 +102,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     packed = exp.data.packing
     packs = (f", packs of up to {packed.max_sequences_per_pack} sequences ({packed.avg_sequences_per_pack:g} on "
              "average)") if packed.max_sequences_per_pack > 1 else ""
-    print(f"  model {model}, micro-batch {exp.data.micro_batch_size}{packs}, "
-          f"{opts.replication_factor} replicas, {split} {list(opts.pipeline.layers_per_ipu)}, "
-          f"gradient accumulation {opts.gradient_accumulation}, system {exp.system.name}")
+    clauses = [f"model {model}", f"micro-batch {exp.data.micro_batch_size}", *([packs[2:]] if packs else []),
+               f"{opts.replication_factor} replicas",
+               f"{split} [{','.join(str(n) for n in opts.pipeline.layers_per_ipu)}]",
+               f"gradient accumulation {opts.gradient_accumulation}", f"system {exp.system.name}"]
+    print(_clause_lines(clauses, max(shutil.get_terminal_size((120, 24)).columns, 40)))
     print(f"run it: python -m ipuexp +recipe={args.name}")
     return 0
 
@@ -114,6 +117,21 @@ def cmd_list(args: argparse.Namespace) -> int:
     for name in names(args.file):
         print(name)
     return 0
+
+
+def _clause_lines(clauses: List[str], width: int) -> str:
+    """The clauses joined by commas, lines broken only between clauses (a figure stays with its name)."""
+    lines: List[str] = []
+    line = "  "
+    for n, clause in enumerate(clauses):
+        text = clause + ("," if n < len(clauses) - 1 else "")
+        if line.strip() and len(line) + 1 + len(text) > width:
+            lines.append(line)
+            line = "    " + text
+        else:
+            line = f"{line} {text}" if line.strip() else line + text
+    lines.append(line)
+    return "\n".join(lines)
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -149,3 +167,4 @@ def main(argv: Optional[List[str]] = None) -> None:
 
 if __name__ == "__main__":
     main()
+
