@@ -47,9 +47,6 @@ class ValidateConfig:
     """Row id -> why: rows whose error comes from a mechanism the model does not explain. They are predicted by
     every fit without being in any, reported with their error, and kept out of the fit and the gates, so that one
     unexplained row neither pulls the constants nor hides behind a robust loss."""
-    held_back: Dict[str, str] = field(default_factory=dict)
-    """Row id -> why: rows predicted only approximately until a feature lands; treated as ``unexplained`` rows
-    (predicted, reported, out of the fit and the gates)."""
     loo_mape_threshold: float = 8.0
     """Exit 1 when the leave-one-out MAPE exceeds this (percent)."""
     loo_worst: float = 20.0
@@ -77,7 +74,7 @@ def residual_rows(report: Report) -> List[Any]:
     from ipuexp.calibration.band import Residual
 
     return [Residual(o.row.id, o.row.family, o.row.ipu, o.row.ipus, o.row.micro_batch, o.row.grad_accum,
-                     o.loo_error) for o in report.outcomes if o.loo_error is not None and not o.held_back]
+                     o.loo_error) for o in report.outcomes if o.loo_error is not None]
 
 
 def run(cfg: ValidateConfig, refit: bool = False) -> Report:
@@ -91,14 +88,13 @@ def run(cfg: ValidateConfig, refit: bool = False) -> Report:
     skipped = unpredicted(rows)
     rows = [r for r in rows if r.id not in {row.id for row, _ in skipped}]
     all_cases = prepare(rows, cfg.cache_dir)
-    outside_fit = {**cfg.unexplained, **cfg.held_back}
-    cases = [c for c in all_cases if c.row.id not in outside_fit]
+    cases = [c for c in all_cases if c.row.id not in cfg.unexplained]
     configured = {n: float(getattr(all_cases[0].plan.rates.calibration, n)) for n in FITTED}
     # Constants fitted with the excluded rows would not answer the what-if: refit without them.
     constants = rounded(fit(cases, configured)) if refit or cfg.exclude else configured
     outcomes = [Outcome(c.row, predict(c, constants)) for c in cases]
-    outside = [Outcome(c.row, predict(c, constants), unexplained=outside_fit[c.row.id],
-                       held_back=c.row.id in cfg.held_back) for c in all_cases if c.row.id in outside_fit]
+    outside = [Outcome(c.row, predict(c, constants), unexplained=cfg.unexplained[c.row.id])
+               for c in all_cases if c.row.id in cfg.unexplained]
     report = Report(outcomes + outside, constants, unpredicted=skipped)
     for o in outside:  # in no fit: every prediction of it is held out
         o.held_out = {mode: o.predicted for mode in MODES[1:]}

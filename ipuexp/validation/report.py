@@ -20,12 +20,8 @@ class Outcome:
     band: Optional[float] = None
     """Error band (percent) of the row's leave-one-out prediction, from the other rows' residuals."""
     unexplained: str = ""
-    """Why the row is left out of the fit (a mechanism the model does not explain, or a feature it approximates);
-    empty for a fitted row. Such a row is predicted by every fit without being in it, reported, and kept out of the
+    """Why the row is left out of the fit (a mechanism the model does not explain); empty for a fitted row. Such a row is predicted by every fit without being in it, reported, and kept out of the
     gates' statistics."""
-    held_back: bool = False
-    """Left out because its configuration is approximated until a feature lands: its residual does not inform the
-    error bands either (it measures the approximation, not the model)."""
 
     @property
     def error(self) -> float:
