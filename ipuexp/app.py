@@ -12,7 +12,7 @@ from typing import Any, ContextManager, List, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from ipuexp.config.schema import ExperimentConfig
-from ipuexp.result import Objective, Result, Skipped
+from ipuexp.result import MeasuredFigures, Objective, Result, Skipped
 
 log = logging.getLogger("ipuexp")
 
@@ -34,6 +34,7 @@ class Evaluation:
 def evaluate(exp: ExperimentConfig, cache_dir: Optional[str] = None, with_events: bool = False) -> Evaluation:
     """Run the analytic engine for a validated ExperimentConfig object; no files written."""
     from ipuexp.calibration.band import error_band
+    from ipuexp.calibration.user import residuals_for
     from ipuexp.emulator.memory import liveness_of, memory_figures, plan_ipus
     from ipuexp.emulator.model_figures import model_figures
     from ipuexp.emulator.timing import analyse
@@ -49,12 +50,32 @@ def evaluate(exp: ExperimentConfig, cache_dir: Optional[str] = None, with_events
     step = analyse(plan, graph, record_events=with_events)
     throughput = throughput_figures(step)
     band = error_band(graph.model, len(plan.ipus) * plan.replicas, plan.micro_batch_size,
-                      int(exp.options.gradient_accumulation), ipu=str(plan.ipu.name))
+                      int(exp.options.gradient_accumulation), ipu=str(plan.ipu.name),
+                      residuals=residuals_for(exp.calibration))
     if band is not None:
         throughput.error_band_pct = band.pct
         throughput.error_band_reasons = list(band.reasons)
     result = Result(recipe=exp.recipe, model=figures, fits=memory.fits, memory=memory, throughput=throughput)
+    result.measured = measured_figures(exp, result)
     return Evaluation(result=result, liveness=liveness_of(ipu_plans), events=step.events)
+
+
+def measured_figures(exp: ExperimentConfig, result: Result) -> Optional[MeasuredFigures]:
+    """``measured.*`` beside the prediction: the ratios, and whether the throughput lies in the error band."""
+    m = exp.measured
+    if m.samples_per_s is None and m.ipu_memory_bytes is None:
+        return None
+    out = MeasuredFigures(samples_per_s=m.samples_per_s, ipu_memory_bytes=m.ipu_memory_bytes)
+    t = result.throughput
+    if m.samples_per_s is not None and t is not None:
+        # Packed data: a sample is a pack, and a measured rate counts sequences (as Graphcore's MLPerf logs do).
+        rate = t.sequences_per_s if t.sequences_per_s is not None else t.samples_per_s
+        out.over_predicted = m.samples_per_s / rate
+        if t.error_band_pct is not None:
+            out.in_band = abs(out.over_predicted - 1.0) <= t.error_band_pct / 100.0
+    if m.ipu_memory_bytes is not None and result.memory is not None and result.memory.ipus:
+        out.memory_over_predicted = m.ipu_memory_bytes / max(i.total_bytes for i in result.memory.ipus)
+    return out
 
 
 def _save_charts(ev: Evaluation, out: Path) -> None:
@@ -112,11 +133,13 @@ def run_job(cfg: DictConfig, out_dir: str | Path = ".") -> Result | Skipped:
 
     Returns ``Skipped`` when the configuration already has a FINISHED run in MLflow and need not run again
     (``ipuexp.tracking.resume.already_completed``)."""
-    from ipuexp.config.compose import apply_imported_options
+    from ipuexp.config.compose import apply_calibration, apply_imported_options
     from ipuexp.config.validate import validate
     from ipuexp.tracking import already_completed, track_job
 
-    for warning in apply_imported_options(cfg, _command_line()) + validate(cfg):
+    warnings = apply_imported_options(cfg, _command_line())
+    apply_calibration(cfg)
+    for warning in warnings + validate(cfg):
         log.warning(warning)
     if already_completed(cfg):
         log.info("skipped: this configuration already has a FINISHED run in MLflow (tracking.skip_completed=true, "

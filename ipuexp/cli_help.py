@@ -17,6 +17,7 @@ COMMANDS = [
     ("python -m ipuexp.recipes list|import FILE", "Graphcore's and Optimum's configurations as recipes"),
     ("python -m ipuexp.report EXPERIMENT", "a sweep's table and charts, read back from MLflow"),
     ("python -m ipuexp.validate", "predicted against published throughput"),
+    ("python -m ipuexp.calibrate FILE.csv --name NAME", "refit on your measured runs; calibration=NAME uses it"),
 ]
 
 

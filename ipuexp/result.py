@@ -92,6 +92,22 @@ class FunctionalFigures:
 
 
 @dataclass
+class MeasuredFigures:
+    """What a real system measured for the configuration (``measured.*``), beside the prediction."""
+
+    samples_per_s: Optional[float] = None
+    """Measured samples per second (sequences for packed data)."""
+    ipu_memory_bytes: Optional[int] = None
+    """Measured memory of the fullest IPU."""
+    over_predicted: Optional[float] = None
+    """Measured over predicted throughput (the predicted rate in the same unit)."""
+    memory_over_predicted: Optional[float] = None
+    """Measured over predicted memory of the fullest IPU."""
+    in_band: Optional[bool] = None
+    """The measured throughput lies inside the prediction's error band."""
+
+
+@dataclass
 class Result:
     recipe: Optional[str]
     model: ModelFigures
@@ -99,6 +115,7 @@ class Result:
     memory: Optional[MemoryFigures] = None
     throughput: Optional[ThroughputFigures] = None
     functional: Optional[FunctionalFigures] = None
+    measured: Optional[MeasuredFigures] = None
     artifacts: Dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> Dict[str, Any]:

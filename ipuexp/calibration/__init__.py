@@ -1,7 +1,7 @@
 """The calibration data shipped with ipuexp: published training throughput of real IPU systems and, per row, the
 configuration it was measured with (``runs/<id>.yaml``).
 
-These runs are not user recipes: ``python -m ipuexp.validate`` composes them as the ``calibration`` config group,
+These runs are not user recipes: ``python -m ipuexp.validate`` composes them as the ``calibration_run`` config group,
 which only it registers, so ``--help`` lists the user's recipes alone. Sources of every row are in the table's
 ``config_reference`` and ``throughput_source`` columns (see ``docs/sources.md``).
 """
@@ -16,7 +16,9 @@ from typing import Any, List, Optional, Sequence, Tuple
 CALIBRATION_DIR = Path(__file__).resolve().parent
 TABLE = CALIBRATION_DIR / "published-throughput.csv"
 RUNS_DIR = CALIBRATION_DIR / "runs"
-GROUP = "calibration"
+GROUP = "calibration_run"
+"""Config group of the calibration runs (``+calibration_run=<id>``); ``calibration=NAME`` selects a user's fitted
+constants (``ipuexp.calibration.user``)."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ def run_names() -> List[str]:
 
 
 def register_runs() -> None:
-    """Store every calibration run as ``+calibration=<id>`` (global package, like a recipe)."""
+    """Store every calibration run as ``+calibration_run=<id>`` (global package, like a recipe)."""
     from hydra.core.config_store import ConfigStore
     from omegaconf import OmegaConf
 

@@ -28,7 +28,16 @@ def compose_config(overrides: Iterable[str] = (), return_hydra_config: bool = Fa
         given = dict(o.split("=", 1) for o in overrides if "=" in o)
         raise from_omegaconf(exc, {k.lstrip("+~"): v for k, v in given.items()}) from None
     apply_imported_options(cfg, overrides)
+    apply_calibration(cfg)
     return cfg
+
+
+def apply_calibration(cfg: DictConfig) -> None:
+    """The constants of ``calibration=NAME`` (``python -m ipuexp.calibrate``) into ``cfg.ipu.calibration``; a
+    ConfigError when there is no such calibration."""
+    from ipuexp.calibration.user import apply
+
+    apply(cfg)
 
 
 def apply_imported_options(cfg: DictConfig, overrides: Iterable[str] = ()) -> list:

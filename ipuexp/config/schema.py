@@ -313,6 +313,18 @@ class ReportConfig:
 
 
 
+@dataclass
+class MeasuredConfig:
+    """What a real IPU system measured for this configuration: logged beside the prediction, with their ratio."""
+
+    samples_per_s: Optional[float] = None
+    """Measured training throughput of the whole system, samples per second (sequences per second for packed
+    data, as the prediction counts them); null: not measured."""
+    ipu_memory_bytes: Optional[int] = None
+    """Measured memory of the fullest IPU (PopVision Graph Analyser's total memory of that IPU); null: not
+    measured."""
+
+
 class HostFramework(str, Enum):
     poptorch = "poptorch"
     optimum = "optimum"
@@ -361,3 +373,8 @@ class ExperimentConfig:
     """The published configuration file a recipe mirrors."""
     training: bool = True
     """Train (forward, backward, update) or run inference only."""
+    calibration: Optional[str] = None
+    """Calibration the prediction uses: null is the one shipped with ipuexp; NAME is ``NAME.yaml``, written by
+    ``python -m ipuexp.calibrate`` into ``./calibration`` (or ``$IPUEXP_CALIBRATION_DIR``)."""
+    measured: MeasuredConfig = field(default_factory=MeasuredConfig)
+    """Measurements of this configuration on a real system, to compare with the prediction."""

@@ -248,6 +248,13 @@ def _check_tracking_runner(cfg: ConfigNode, w: Warnings) -> None:
         raise ConfigError("runner.ray.num_cpus", cpus, "allowed: null (the machine's CPUs) or an integer >= 1")
 
 
+def _check_measured(cfg: ConfigNode, w: Warnings) -> None:
+    for key in ("measured.samples_per_s", "measured.ipu_memory_bytes"):
+        value = value_at(cfg, key)
+        if value is not None and (not is_number(value) or value <= 0):
+            raise ConfigError(key, value, "allowed: null (not measured) or a measured value > 0")
+
+
 _CHECKS: List[Callable[[Any, Warnings], None]] = [
     _check_keys,
     _check_enums,
@@ -262,4 +269,5 @@ _CHECKS: List[Callable[[Any, Warnings], None]] = [
     check_model,
     check_pipeline,
     _check_tracking_runner,
+    _check_measured,
 ]

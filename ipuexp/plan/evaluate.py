@@ -92,6 +92,7 @@ class Evaluator:
 
     def evaluate(self, c: Candidate) -> Outcome:
         from ipuexp.calibration.band import error_band
+        from ipuexp.calibration.user import residuals_for
         from ipuexp.config.validate import validate
         from ipuexp.emulator.memory import estimate_memory
         from ipuexp.emulator.timing import estimate_throughput
@@ -120,7 +121,7 @@ class Evaluator:
         memory = estimate_memory(plan, graph, block_memo=self._memory_memos.setdefault(c.micro_batch, {}))
         thr = estimate_throughput(plan, graph, block_memo=self._memos.setdefault(c.micro_batch, {}))
         band = error_band(graph.model, len(plan.ipus) * plan.replicas, c.micro_batch, c.grad_accum,
-                          ipu=str(plan.ipu.name))
+                          ipu=str(plan.ipu.name), residuals=residuals_for(exp.calibration))
         out.samples_per_s, out.step_time_s = thr.samples_per_s, thr.step_time_s
         out.band_pct = band.pct if band is not None else None
         out.ipu_tile_bytes = [m.max_tile_bytes for m in memory.ipus]

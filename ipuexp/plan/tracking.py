@@ -36,6 +36,7 @@ class PlanRun:
     def __init__(self, base: ExperimentConfig, settings: PlanConfig, overrides: List[str]):
         from mlflow.entities import Param
 
+        from ipuexp.calibration.user import tag_of
         from ipuexp.tracking.identity import clip_tag
         from ipuexp.tracking.store import client, experiment_id, experiment_name, retry, tracking_uri
 
@@ -44,9 +45,11 @@ class PlanRun:
         self.client = c = client(uri)
         self.experiment_id = experiment_id(c, experiment_name(base), uri)
         label = base.recipe or base.model.name
+        self.calibration_tags = tag_of(base.calibration, base.ipu.calibration or {})
         run = retry(c.create_run, self.experiment_id, run_name=f"plan {label} {base.system.name}",
                     tags={"ipuexp.kind": "plan", "recipe": str(base.recipe), "system": base.system.name,
-                          "ipu": base.ipu.name, "ipuexp.overrides": clip_tag(" ".join(overrides))})
+                          "ipu": base.ipu.name, "ipuexp.overrides": clip_tag(" ".join(overrides)),
+                          **self.calibration_tags})
         self.run_id = run.info.run_id
         self.ended = False
         params = {f"plan.{k}": (",".join(v) if isinstance(v, list) else v) for k, v in vars(settings).items()
@@ -101,7 +104,8 @@ class PlanRun:
             child = self._call(c.create_run, self.experiment_id,
                                run_name=f"#{rank} " + (" ".join(changes)[:200] or "the recipe"),
                                tags={"mlflow.parentRunId": self.run_id, "ipuexp.kind": "plan_candidate",
-                                     "rank": str(rank), "changes": " ".join(changes)[:5000] or "none"})
+                                     "rank": str(rank), "changes": " ".join(changes)[:5000] or "none",
+                                     **self.calibration_tags})
             try:
                 self._call(c.log_batch, child.info.run_id,
                            metrics=[Metric(k, v, now, 0) for k, v in _metrics(o).items()],

@@ -1,7 +1,8 @@
 """``python -m ipuexp.report EXPERIMENT``: a sweep's runs read back from MLflow as a table and charts.
 
 Writes ``sweep.csv``, ``throughput_vs_<option>.png`` for each swept option and ``pareto.png`` (throughput against
-peak IPU memory) into ``--out`` and prints the table. Bad input is one line on stderr and exit code 2.
+peak IPU memory) into ``--out`` and prints the table; when an IPU system measured some runs, the predicted against
+measured table and ``predicted_vs_measured.png`` too. Bad input is one line on stderr and exit code 2.
 """
 from __future__ import annotations
 
@@ -19,12 +20,25 @@ def parse(argv: List[str]) -> argparse.Namespace:
     ap.add_argument("--uri", help="tracking URI (default: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here)")
     ap.add_argument("--sweep", default="all",
                     help="all (latest run of every configuration), latest (the newest multirun) or a parent run id")
+    ap.add_argument("--calibration", metavar="NAME",
+                    help="only the runs predicted under this calibration (shipped: ipuexp's own)")
     ap.add_argument("--out", type=Path, help="output folder (default: sweep_report/EXPERIMENT)")
     return ap.parse_args(argv)
 
 
+def _say(text: str) -> None:
+    """A line of the report, broken between words at the terminal's width."""
+    import shutil
+    import textwrap
+
+    print(textwrap.fill(text, width=shutil.get_terminal_size((100, 24)).columns, subsequent_indent="    ",
+                        break_long_words=False, break_on_hyphens=False))
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse(list(sys.argv[1:] if argv is None else argv))
+    from ipuexp.report.measured import (calibration_warning, measured_points, plot_measured, print_measured,
+                                        under_calibration)
     from ipuexp.report.sweep import ReportError, load, print_table, write_csv
     from ipuexp.report.sweep_plots import draw_all
     from ipuexp.tracking.store import absolute_uri, tracking_uri
@@ -33,18 +47,23 @@ def main(argv: Optional[List[str]] = None) -> int:
     out = args.out or Path("sweep_report") / "".join(c if c.isalnum() or c in "-_." else "_" for c in args.experiment)
     try:
         sweep = load(uri, args.experiment, args.sweep)
+        if args.calibration:
+            sweep = under_calibration(sweep, args.calibration)
     except ReportError as err:
         print(f"ipuexp.report: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    mixed = calibration_warning(sweep)
+    if mixed:  # before the tables: every figure below compares predictions
+        _say(mixed)
     print_table(sweep)
     written = [write_csv(sweep, out / "sweep.csv"), *draw_all(sweep, out)]
+    if any(p.measured is not None or p.measured_memory is not None for p in sweep.points):
+        print_measured(sweep)
+        if any(p.ipu_measured is not None for p in measured_points(sweep)):
+            written.append(plot_measured(sweep, out / "predicted_vs_measured.png"))
     import os
-    import shutil
-    import textwrap
 
-    names = ", ".join(Path(p).name for p in written)
-    print(textwrap.fill(f"Wrote {names} to {out}{os.sep}", width=shutil.get_terminal_size((100, 24)).columns,
-                        subsequent_indent="    ", break_long_words=False, break_on_hyphens=False))
+    _say(f"Wrote {', '.join(Path(p).name for p in written)} to {out}{os.sep}")
     return 0
 
 

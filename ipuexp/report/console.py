@@ -67,6 +67,17 @@ def print_result(result: Result, console: Any = None) -> None:
             console.print("Error band: " + "; ".join(t.error_band_reasons), markup=False)
         parts = sorted(t.breakdown.items(), key=lambda kv: -kv[1])
         console.print("Step time: " + ", ".join(f"{k} {v / max(t.step_time_s, 1e-12):.1%}" for k, v in parts if v > 0))
+    ms = result.measured
+    if ms is not None:
+        parts = []
+        if ms.samples_per_s is not None and ms.over_predicted is not None:
+            inside = "" if ms.in_band is None else (", inside the band" if ms.in_band else ", outside the band")
+            parts.append(f"{ms.samples_per_s:,.0f} samples/s, {ms.over_predicted:.2f}x the prediction "
+                         f"({(ms.over_predicted - 1) * 100:+.1f}%{inside})")
+        if ms.ipu_memory_bytes is not None and ms.memory_over_predicted is not None:
+            parts.append(f"fullest IPU {human_bytes(ms.ipu_memory_bytes, 1, 'MiB')}, "
+                         f"{ms.memory_over_predicted:.2f}x the prediction")
+        console.print("Measured: " + "; ".join(parts), markup=False)
     f = result.functional
     if f is not None:
         acc = f", test accuracy {f.test_accuracy:.2f}%" if f.test_accuracy is not None else ""

@@ -1,7 +1,8 @@
 """A sweep read back from MLflow: one row per configuration, the options that vary, the throughput-memory front.
 
 Metric names are the ones :mod:`ipuexp.tracking.curated` gives MLflow: ``throughput_samples_per_s``,
-``peak_ipu_memory_bytes``, ``ipu_headroom_bytes`` and ``fits``.
+``peak_ipu_memory_bytes``, ``ipu_headroom_bytes`` and ``fits``; with the measured figures (``measured_samples_per_s``,
+``measured_ipu_memory_bytes``) and the tags ``engine_mode``, ``calibration`` and ``calibration_hash``.
 """
 from __future__ import annotations
 
@@ -17,7 +18,14 @@ THROUGHPUT = "throughput_samples_per_s"
 SEQUENCES = "throughput_sequences_per_s"
 BAND = "error_band_pct"
 FUNCTIONAL_THROUGHPUT = "measured_samples_per_s"
-"""Measured throughput of a functional run, used where the analytic figure is absent."""
+"""Measured throughput: a functional run's on the host (its throughput where the analytic figure is absent), or
+an analytic run's ``measured.samples_per_s``, measured on an IPU system."""
+MEASURED = FUNCTIONAL_THROUGHPUT
+MEASURED_RATIO = "measured_over_predicted"
+"""The run's measured / predicted rate: logged by runs that compare with an IPU measurement."""
+MEASURED_MEMORY = "measured_ipu_memory_bytes"
+SHIPPED = "shipped"
+"""The calibration of runs tagged with none (``ipuexp.calibration.user.SHIPPED``)."""
 PEAK_MEMORY = "peak_ipu_memory_bytes"
 HEADROOM = "ipu_headroom_bytes"
 """Free memory of the fullest IPU: with its peak, the capacity of one IPU."""
@@ -53,12 +61,35 @@ class Point:
     """The sweep's (multirun's) parent run; None for a run of its own."""
     sequences_per_s: Optional[float] = None
     """Packed sequences: sequences per second (``throughput`` counts packs); None when not packed."""
+    measured: Optional[float] = None
+    """Measured throughput (``measured_samples_per_s``); an IPU measurement is in the unit of ``rate``. Where it was
+    measured: ``measured_on``."""
+    measured_memory: Optional[float] = None
+    """Measured bytes on the fullest IPU (PopVision), when the user gave them."""
+    measured_on: Optional[str] = None
+    """``ipu``: an analytic run's measurement on an IPU system; ``host``: a functional run's, on the host CPU."""
+    calibration: Optional[str] = None
+    """The calibration the prediction used, with its hash: ``mine (3f2a9c1e)``; None when the run did not say."""
+    calibration_name: str = SHIPPED
+    """The calibration's name alone (``--calibration`` selects by it): ``shipped`` when the run did not say."""
 
     @property
     def rate(self) -> Optional[float]:
         """What points are compared by: sequences per second for a packed run, else its throughput (an unpacked
         sample is one sequence)."""
         return self.sequences_per_s if self.sequences_per_s is not None else self.throughput
+
+    @property
+    def ipu_measured(self) -> Optional[float]:
+        """The measured rate when an IPU system measured it (a host CPU's rate is no IPU's), else None."""
+        return self.measured if self.measured_on == "ipu" else None
+
+    @property
+    def measured_ratio(self) -> Optional[float]:
+        """Measured / predicted rate of an IPU measurement, from the figures the report shows."""
+        if self.ipu_measured is None or not self.rate:
+            return None
+        return self.ipu_measured / self.rate
 
 
 @dataclass
@@ -125,7 +156,7 @@ def _search_all(c: Any, experiment_id: str, filter_string: str) -> List[Any]:
 def _point(run: Any) -> Point:
     from ipuexp.tracking.sweep import PARENT_TAG
 
-    m = run.data.metrics
+    m, tags = run.data.metrics, run.data.tags
     throughput = m.get(THROUGHPUT, m.get(FUNCTIONAL_THROUGHPUT))
     fits: Optional[bool] = None
     if "fits" in m:
@@ -135,7 +166,27 @@ def _point(run: Any) -> Point:
     return Point(run_id=run.info.run_id, name=run.info.run_name or run.info.run_id[:8], params=dict(run.data.params),
                  throughput=throughput, peak_memory=m.get(PEAK_MEMORY), fits=fits,
                  start_time=run.info.start_time, error_band_pct=m.get(BAND),
-                 sweep_id=run.data.tags.get(PARENT_TAG), sequences_per_s=m.get(SEQUENCES))
+                 sweep_id=tags.get(PARENT_TAG), sequences_per_s=m.get(SEQUENCES), measured=m.get(MEASURED),
+                 measured_memory=m.get(MEASURED_MEMORY), measured_on=_measured_on(m, tags),
+                 calibration=_calibration(tags), calibration_name=tags.get("calibration") or SHIPPED)
+
+
+def _measured_on(metrics: Dict[str, float], tags: Dict[str, str]) -> Optional[str]:
+    """Where the run's ``measured_samples_per_s`` was measured. Runs from before the ``engine_mode`` tag and the
+    ratio logged only functional (host) measurements."""
+    if MEASURED not in metrics:
+        return None
+    mode = tags.get("engine_mode")
+    if mode == "functional" or (mode is None and MEASURED_RATIO not in metrics):
+        return "host"
+    return "ipu"
+
+
+def _calibration(tags: Dict[str, str]) -> Optional[str]:
+    name, digest = tags.get("calibration"), tags.get("calibration_hash")
+    if name is None:
+        return None
+    return f"{name} ({digest})" if digest else name
 
 
 def swept_options(points: List[Point]) -> List[str]:
@@ -202,7 +253,9 @@ def table(sweep: Sweep) -> Any:
         row.update({"fits": p.fits, "samples_per_s": p.throughput, "sequences_per_s": p.sequences_per_s,
                     "error_band_pct": p.error_band_pct,
                     "peak_ipu_memory_bytes": p.peak_memory,
-                    "pareto": p.run_id in front, "run_id": p.run_id})
+                    "pareto": p.run_id in front, "measured_samples_per_s": p.measured, "measured_on": p.measured_on,
+                    "measured_over_predicted": p.measured_ratio, "measured_ipu_memory_bytes": p.measured_memory,
+                    "calibration": p.calibration or p.calibration_name, "run_id": p.run_id})
         rows.append(row)
     df = pd.DataFrame(rows)
     rate = df["sequences_per_s"].fillna(df["samples_per_s"])  # packed runs compare by their sequences

@@ -39,7 +39,12 @@ METRICS = {
     "peak_tile_memory_bytes": "memory of the fullest tile",
     "tile_headroom_bytes": "free memory of the fullest tile; negative when it overflows",
     "fits": "1 when every tile of every IPU holds its data (also the run's ``fits`` tag)",
-    "measured_samples_per_s": "functional runs: samples per second measured on the host",
+    "measured_samples_per_s": "measured samples per second: given as measured.samples_per_s (a real IPU system), "
+                              "or, for a functional run, measured on the host",
+    "measured_over_predicted": "measured over predicted throughput (1 is a perfect prediction)",
+    "measured_ipu_memory_bytes": "measured memory of the fullest IPU (measured.ipu_memory_bytes)",
+    "measured_over_predicted_memory": "measured over predicted memory of the fullest IPU",
+    "host_samples_per_s": "functional runs given measured.samples_per_s: samples per second measured on the host",
     "final_loss": "functional runs: training loss at the last step",
     "test_accuracy": "functional runs: accuracy on the held-out split",
 }
@@ -82,7 +87,7 @@ def metrics(result: Result, tile_memory_bytes: Optional[int] = None) -> Dict[str
     """The result's headline figures; ``tile_memory_bytes`` (the ``ipu.memory_per_tile_bytes`` option) gives the
     tile headroom."""
     out: Dict[str, float] = {}
-    for group in (_throughput, _memory, _outcome, _functional):
+    for group in (_throughput, _memory, _outcome, _measured, _functional):
         out.update(group(result, tile_memory_bytes))
     return out
 
@@ -119,11 +124,26 @@ def _memory(result: Result, tile_memory_bytes: Optional[int]) -> Dict[str, float
     return out
 
 
+def _measured(result: Result, _: Optional[int]) -> Dict[str, float]:
+    m = result.measured
+    if m is None:
+        return {}
+    names = {"measured_samples_per_s": m.samples_per_s, "measured_over_predicted": m.over_predicted,
+             "measured_ipu_memory_bytes": m.ipu_memory_bytes, "measured_over_predicted_memory": m.memory_over_predicted}
+    return {k: float(v) for k, v in names.items() if v is not None}
+
+
 def _functional(result: Result, _: Optional[int]) -> Dict[str, float]:
     f = result.functional
     if f is None:
         return {}
-    out = {"measured_samples_per_s": f.samples_per_s, "final_loss": f.final_loss}
+    # An IPU measurement given with the run (measured.samples_per_s) is the run's measured figure; the host's then
+    # has a name of its own.
+    given = result.measured is not None and result.measured.samples_per_s is not None
+    out = {"host_samples_per_s" if given else "measured_samples_per_s": f.samples_per_s, "final_loss": f.final_loss}
+    t = result.throughput
+    if not given and t is not None and t.samples_per_s > 0:
+        out["measured_over_predicted"] = f.samples_per_s / t.samples_per_s
     if f.test_accuracy is not None:
         out["test_accuracy"] = f.test_accuracy
     return out

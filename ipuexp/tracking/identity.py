@@ -76,6 +76,9 @@ def job_tags(cfg: Union[DictConfig, Mapping[str, Any]]) -> Dict[str, str]:
     }
     if data.get("recipe"):
         tags["recipe"] = str(data["recipe"])
+    from ipuexp.calibration.user import tag_of
+
+    tags.update(tag_of(data.get("calibration"), data["ipu"].get("calibration") or {}))
     commit = git_commit()
     if commit:
         tags["git_commit"] = commit

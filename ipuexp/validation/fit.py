@@ -9,35 +9,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from ipuexp.calibration import Row, compose_run
+from ipuexp.calibration.fitted import FITTED, PRIORS
 
 if TYPE_CHECKING:
     from ipuexp.graph.types import Graph
     from ipuexp.execution.execution import ExecutionPlan
 
-FITTED: Dict[str, Tuple[float, float]] = {
-    "amp_efficiency": (0.05, 1.0),
-    "vector_efficiency": (0.02, 1.0),
-    "compute_set_cycles": (1.0, 5000.0),
-    "gw_step_latency_s": (1e-6, 1e-4),
-    "host_step_s": (1e-4, 1.0),
-}
-"""Constants fitted to the calibration rows, with the physical range each may take (at most 7: hardware- and
-host-software-level, shared by Mk2 and Bow)."""
-
-PRIORS: Dict[str, float] = {
-    "amp_efficiency": 0.8,
-    "vector_efficiency": 0.3,
-    "compute_set_cycles": 1000.0,
-    "gw_step_latency_s": 5e-6,
-    "host_step_s": 0.03,
-}
-"""Where every fit is drawn to (weakly, ``PRIOR_WEIGHT``) and where every held-out fit starts: a constant the
-remaining rows cannot determine (the GW-Link step when no multi-rack row is left) stays near this value, and no
-held-out fit inherits the in-sample one. amp_efficiency:
-most of the AMP peak; vector_efficiency: PopLibs element-wise vertices reach about 1/4 of the load path at best
-(Jia et al. 2019 on compiler-generated loops), of which a share; compute_set_cycles: a global sync and a
-6-worker launch are about 600 + 300 cycles; gw_step_latency_s: one 100 GbE RoCE hop and a cross-rack sync, a few
-microseconds."""
+__all__ = ["FITTED", "PRIORS", "Case", "prepare", "predict", "fit", "held_out", "rounded"]
 
 MODES = ("in-sample", "leave-one-out", "leave-one-family-out", "leave-one-size-out")
 """How each row is predicted: with constants fitted on all rows, on all but the row, on all rows but the row's

@@ -1,0 +1,177 @@
+"""A user's calibration: the fitted constants refitted by ``python -m ipuexp.calibrate`` on runs the user measured,
+kept as ``NAME.yaml`` in ``./calibration`` (or ``$IPUEXP_CALIBRATION_DIR``) and selected with ``calibration=NAME``
+for any run, sweep or plan.
+
+The file holds the constants, what they replaced, their leave-one-out ranges, the measured rows with their
+predictions before and after the refit, and the leave-one-out residuals that the error bands of predictions made
+under it come from (``ipuexp.calibration.band``). Selecting it changes ``ipu.calibration`` in the composed
+configuration, so the resolved ``config.yaml`` of every job shows the constants it ran with.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from ipuexp.calibration.band import Residual
+
+ENV = "IPUEXP_CALIBRATION_DIR"
+SHIPPED = "shipped"
+"""What the ``calibration`` tag of a run says when it used the constants shipped with ipuexp."""
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass
+class MeasuredRow:
+    """One measured run as the calibration saw it."""
+
+    id: str
+    overrides: str
+    """The command-line overrides that compose the run."""
+    measured_samples_per_s: float
+    before_samples_per_s: float
+    """Predicted with the constants the calibration replaced."""
+    after_samples_per_s: float
+    """Predicted with the calibration's constants."""
+    loo_samples_per_s: Optional[float] = None
+    """Predicted with the constants refitted without this row (its leave-one-out prediction)."""
+    family: str = ""
+    measured_ipu_memory_bytes: Optional[int] = None
+    predicted_ipu_memory_bytes: Optional[int] = None
+
+
+@dataclass
+class UserCalibration:
+    """The content of ``NAME.yaml``."""
+
+    name: str
+    fitted_on: str
+    """``shipped+measured``: the shipped calibration rows and the measured ones; ``measured``: the measured only."""
+    constants: Dict[str, float]
+    """The fitted constants (``ipuexp.calibration.fitted.FITTED``) that replace ``ipu.calibration``'s."""
+    replaced: Dict[str, float]
+    """The constants they replace (the shipped ones)."""
+    loo_range: Dict[str, List[float]] = field(default_factory=dict)
+    """Each constant's lowest and highest value over the leave-one-out refits."""
+    rows: List[MeasuredRow] = field(default_factory=list)
+    """The measured rows fitted on."""
+    residuals: List[Residual] = field(default_factory=list)
+    """Leave-one-out residuals of every row fitted on (shipped and measured): the error bands under this
+    calibration."""
+    created: str = ""
+    command: str = ""
+
+    @property
+    def digest(self) -> str:
+        return digest(self.constants)
+
+
+def digest(constants: Mapping[str, Any]) -> str:
+    """A short hash of fitted constants: runs tagged with the same one were predicted with the same constants."""
+    blob = json.dumps({k: float(v) for k, v in sorted(constants.items())}, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:8]
+
+
+def calibration_dir() -> Path:
+    """``$IPUEXP_CALIBRATION_DIR``, else ``calibration`` in the folder the command was launched from (Hydra moves
+    each job's working directory)."""
+    from ipuexp.data.paths import _launch_dir
+
+    env = os.environ.get(ENV)
+    return Path(os.path.expanduser(env)).resolve() if env else _launch_dir() / "calibration"
+
+
+def path_of(name: str, directory: Optional[Path] = None) -> Path:
+    return (directory or calibration_dir()) / f"{name}.yaml"
+
+
+def available(directory: Optional[Path] = None) -> List[str]:
+    d = directory or calibration_dir()
+    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+
+
+def check_name(name: str) -> None:
+    """A calibration name is a file name: letters, digits, ``_ . -``; ``shipped`` names the shipped one."""
+    if not NAME.match(name) or name == SHIPPED:
+        raise ValueError(f"--name={name!r} is invalid: allowed letters, digits, '_', '.', '-' (a file name), "
+                         f"not {SHIPPED!r}")
+
+
+def save(cal: UserCalibration, directory: Optional[Path] = None) -> Path:
+    """Write ``NAME.yaml`` whole or not at all (a temporary file renamed into place)."""
+    from omegaconf import OmegaConf
+
+    path = path_of(cal.name, directory)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = (f"# ipuexp calibration {cal.name!r}: select it with calibration={cal.name}\n"
+              f"# Written by: {cal.command}\n" if cal.command else f"# ipuexp calibration {cal.name!r}\n")
+    tmp = path.with_suffix(".yaml.tmp")
+    tmp.write_text(header + OmegaConf.to_yaml(OmegaConf.structured(cal)))
+    tmp.replace(path)
+    _load.cache_clear()
+    return path
+
+
+def load(name: str, directory: Optional[Path] = None) -> UserCalibration:
+    """The calibration ``name``; a ConfigError (one line: the key, the value, what is there) when there is none
+    or the file is not one."""
+    from ipuexp.config.errors import ConfigError
+
+    path = path_of(name, directory)
+    if not NAME.match(name) or not path.is_file():
+        names = available(directory)
+        there = f"calibrations in {path.parent}: {', '.join(names)}" if names else f"no calibration in {path.parent}"
+        raise ConfigError("calibration", name, f"allowed: null (the shipped one) or a name made by python -m "
+                          f"ipuexp.calibrate FILE.csv --name NAME ({there})")
+    try:
+        return _load(str(path), path.stat().st_mtime_ns)
+    except Exception as exc:  # a file edited by hand: name it and what is wrong, in one line
+        first = " ".join(str(exc).split())[:300]
+        raise ConfigError("calibration", name, f"{path} is not a calibration file: {first}") from None
+
+
+@lru_cache(maxsize=8)
+def _load(path: str, _mtime: int) -> UserCalibration:
+    from omegaconf import OmegaConf
+
+    cal = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(UserCalibration), OmegaConf.load(path)))
+    from ipuexp.calibration.fitted import FITTED
+
+    unknown = sorted(set(cal.constants) - set(FITTED))
+    if unknown or not cal.constants:
+        raise ValueError(f"constants must be among {', '.join(FITTED)}; found {', '.join(cal.constants) or 'none'}")
+    return cal
+
+
+def residuals_for(name: Optional[str]) -> Optional[Tuple[Residual, ...]]:
+    """The residuals the error bands of a prediction under calibration ``name`` come from (None: the shipped
+    ones)."""
+    if not name or name == SHIPPED:
+        return None
+    return tuple(load(name).residuals)
+
+
+def apply(cfg: Any) -> None:
+    """Put the constants of ``cfg.calibration`` (a name) into ``cfg.ipu.calibration``, in place; nothing for null."""
+    from omegaconf import open_dict
+
+    name = cfg.get("calibration")
+    if not name or name == SHIPPED:
+        return
+    cal = load(str(name))
+    with open_dict(cfg.ipu):
+        for key, value in cal.constants.items():
+            cfg.ipu.calibration[key] = float(value)
+
+
+def tag_of(name: Optional[str], constants: Mapping[str, Any]) -> Dict[str, str]:
+    """The run tags that say which calibration a prediction used: its name and a hash of its constants."""
+    from ipuexp.calibration.fitted import FITTED
+
+    return {"calibration": name or SHIPPED,
+            "calibration_hash": digest({k: constants[k] for k in FITTED if k in constants})}

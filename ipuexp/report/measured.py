@@ -1,0 +1,191 @@
+"""Predicted against measured: the runs an IPU system measured, their ratio to the prediction and its error band.
+
+A functional run's ``measured_samples_per_s`` is the host CPU's rate running the model, no IPU's: such runs are
+counted on one line, never compared. Predictions made under different calibrations (the ``calibration`` tag) are
+not comparable either: ``calibration_warning`` says so, ``under_calibration`` keeps one.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, List, Optional
+
+from ipuexp.report.sweep import Point, ReportError, Sweep, swept_options
+from ipuexp.units import column_unit, human_bytes
+
+EDGE = 1e-9
+"""A measurement on the band's edge (1,100 against 1,000 +-10%) is inside it, whatever the rounding."""
+
+
+def measured_points(sweep: Sweep) -> List[Point]:
+    """Points with an IPU measurement (throughput, or memory from PopVision), highest predicted rate first."""
+    points = [p for p in sweep.points if p.ipu_measured is not None
+              or (p.measured_memory is not None and p.measured_on != "host")]
+    return sorted(points, key=lambda p: -(p.rate or 0.0))
+
+
+def host_points(sweep: Sweep) -> List[Point]:
+    """Functional runs: their measurement is the host CPU's."""
+    return [p for p in sweep.points if p.measured_on == "host"]
+
+
+def in_band(p: Point) -> Optional[bool]:
+    """The IPU measurement lies within the prediction's error band; None without a measurement or a band."""
+    ratio = p.measured_ratio
+    if ratio is None or p.error_band_pct is None:
+        return None
+    return abs(ratio - 1.0) * 100.0 <= p.error_band_pct + EDGE
+
+
+def summary(points: List[Point]) -> Optional[str]:
+    """``N runs: median |measured/predicted - 1| M%, worst W%; K of B in band``; None when nothing was measured."""
+    compared = [p for p in points if p.measured_ratio is not None]
+    if not compared:
+        return None
+    errors = [abs(p.measured_ratio - 1.0) * 100.0 for p in compared]
+    banded = [in_band(p) for p in compared if in_band(p) is not None]
+    line = (f"{len(compared)} run{'s' if len(compared) > 1 else ''}: median |measured/predicted - 1| "
+            f"{statistics.median(errors):.1f}%, worst {max(errors):.1f}%; {sum(banded)} of {len(banded)} in band")
+    return line + (f", {len(compared) - len(banded)} with no band" if len(banded) < len(compared) else "")
+
+
+def host_note(sweep: Sweep) -> Optional[str]:
+    host = host_points(sweep)
+    if not host:
+        return None
+    runs = f"{len(host)} functional run{'s' if len(host) > 1 else ''}"
+    return f"{runs} left out: a host CPU's throughput is no IPU's"
+
+
+def print_measured(sweep: Sweep, console: Any = None) -> None:
+    """The measured runs as a table within the terminal's width (the figures whole, the run names fold), the
+    summary line below it, and the line about functional runs."""
+    from rich.console import Console
+
+    console = console or Console()
+    points = measured_points(sweep)
+    if points:
+        console.print(_table(points, console.width))
+    for line in (summary(points), host_note(sweep)):
+        if line:
+            console.print(line, highlight=False)
+
+
+def _table(points: List[Point], width: int) -> Any:
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    from ipuexp.report.sweep_plots import rate_label
+
+    unit = rate_label(points)
+    memory = any(p.measured_memory is not None for p in points)
+    mem_unit = column_unit([v for p in points for v in (p.peak_memory, p.measured_memory) if v], largest="MiB")
+    headers = [f"predicted\n{unit}", "band", f"measured\n{unit}", "measured/\npredicted", "in\nband"]
+    if memory:  # the unit in the header keeps the cells short: two memory columns fit 80 columns
+        headers += [f"memory\npredicted\n{mem_unit}", f"memory\nmeasured\n{mem_unit}"]
+    marks = {True: Text("✓", style="green"), False: Text("✗", style="red"), None: Text("-")}
+    rows = []
+    for p in points:
+        row = [_num(p.rate), "-" if p.error_band_pct is None else f"±{p.error_band_pct:.0f}%", _num(p.ipu_measured),
+               "-" if p.measured_ratio is None else f"{p.measured_ratio:.3f}", marks[in_band(p)]]
+        if memory:
+            row += [_bytes(p.peak_memory, mem_unit), _bytes(p.measured_memory, mem_unit)]
+        rows.append(row)
+    fixed = [max([len(line) for line in h.split("\n")] + [len(str(r[n])) for r in rows])
+             for n, h in enumerate(headers)]
+    # Two characters between columns (padding and rule); the run names take what the figures leave, and fold.
+    room = max(width - (2 * (len(headers) + 1) - 1) - sum(fixed), 4)
+    t = Table(title="Predicted vs measured", box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
+    t.add_column("run", justify="left", width=min(room, max(len(p.name) for p in points)), overflow="fold")
+    for h, w in zip(headers, fixed):
+        t.add_column(h, justify="center" if h == "in\nband" else "right", width=w, no_wrap=True)
+    # A sweep's run name is its overrides: broken between them when the column holds the longest one, else folded.
+    spaced = room > max(len(part) for p in points for part in p.name.split(","))
+    for p, r in zip(points, rows):
+        t.add_row(p.name.replace(",", ", ") if spaced else p.name, *r)
+    return t
+
+
+def _num(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:,.1f}"
+
+
+def _bytes(x: Optional[float], unit: str) -> str:
+    return "-" if x is None else human_bytes(x, 1, unit).rsplit(" ", 1)[0]
+
+
+def plot_measured(sweep: Sweep, path: Path) -> Path:
+    """Predicted (y) against measured (x) rate on log axes, the band as error bars around each prediction and the
+    line where they agree; points outside their band in red. Drawn on a ``Figure`` (Agg), as the sweep's charts:
+    no pyplot state, no display."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    from ipuexp.report.sweep_plots import rate_label
+
+    points = [p for p in measured_points(sweep) if p.ipu_measured is not None and p.rate]
+    unit = rate_label(points)
+    fig = Figure(figsize=(6.5, 6), layout="constrained")
+    ax = fig.add_subplot()
+    groups = [("inside the band", "C0", True), ("outside the band", "C3", False), ("no band logged", "0.5", None)]
+    for label, color, inside in groups:
+        group = [p for p in points if in_band(p) is inside]
+        if group:
+            err = [p.rate * (p.error_band_pct or 0.0) / 100.0 for p in group]
+            ax.errorbar([p.ipu_measured for p in group], [p.rate for p in group], yerr=err, fmt="o", color=color,
+                        ecolor=color, elinewidth=1.2, capsize=4, markersize=6, label=label, zorder=3)
+    values = [v for p in points for v in (p.ipu_measured, p.rate * (1 + (p.error_band_pct or 0) / 100),
+                                          p.rate * (1 - min(p.error_band_pct or 0, 90) / 100))]
+    lo, hi = min(values) / 1.15, max(values) * 1.15  # one range on both axes: y = x is the diagonal
+    ax.plot([lo, hi], [lo, hi], color="0.3", linestyle="--", linewidth=1, label="predicted = measured", zorder=2)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_aspect("equal")
+    plain = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 10 else f"{v:g}")
+    for axis in (ax.xaxis, ax.yaxis):  # a narrow log range: ticks at 1, 2 and 5 and their tenths, as plain numbers
+        subs = (1.0, 2.0, 5.0) if hi / lo > 20 else tuple(range(1, 10))
+        axis.set_major_locator(LogLocator(base=10, subs=subs))
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    ax.set_xlabel(f"measured on an IPU system ({unit})")
+    ax.set_ylabel(f"predicted ({unit}), bars: error band")
+    ax.set_title(f"{sweep.experiment}: predicted vs measured throughput")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def calibrations(points: List[Point]) -> List[str]:
+    """The calibrations the points were predicted under, as ``name (hash)``. A run that logged no hash (an older
+    run, or none tagged at all: ``shipped``) counts under its name's hashed calibration when there is one."""
+    hashed = {p.calibration_name for p in points if p.calibration and p.calibration != p.calibration_name}
+    return sorted({p.calibration or p.calibration_name for p in points} - hashed)
+
+
+def calibration_warning(sweep: Sweep) -> Optional[str]:
+    """One line when the points were predicted under more than one calibration; None when under one."""
+    found = calibrations(sweep.points)
+    if len(found) < 2:
+        return None
+    names = sorted({p.calibration_name for p in sweep.points})
+    hint = ("--calibration NAME reports one" if len(names) > 1 else
+            f"calibration {names[0]} changed between them: re-run the older runs to compare")
+    return (f"runs made under {len(found)} calibrations ({', '.join(found)}): their predictions are not "
+            f"comparable; {hint}")
+
+
+def under_calibration(sweep: Sweep, name: str) -> Sweep:
+    """The points predicted under calibration ``name`` (runs without the tag: ``shipped``); a ReportError naming
+    the calibrations present when none was."""
+    points = [p for p in sweep.points if p.calibration_name == name]
+    if not points:
+        present = ", ".join(sorted({p.calibration_name for p in sweep.points}))
+        raise ReportError(f"calibration={name!r}: no runs of {sweep.experiment!r} were made under it; "
+                          f"calibrations present: {present}")
+    return replace(sweep, points=points, options=swept_options(points))

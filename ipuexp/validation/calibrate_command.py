@@ -1,0 +1,135 @@
+"""``python -m ipuexp.calibrate FILE.csv --name NAME``: refit the calibration on runs you measured.
+
+Reads measured runs (a CSV with ``id``, ``overrides``, ``measured_samples_per_s`` and optionally
+``measured_ipu_memory_bytes``; or ``--from-mlflow EXPERIMENT``), predicts each, refits the fitted constants on the
+shipped calibration rows and the measured runs (``--measured-only``: on the measured runs alone), and prints every
+row's prediction before and after, the constants' shifts with their leave-one-out ranges and the new error bands.
+It writes ``./calibration/NAME.yaml`` (or ``$IPUEXP_CALIBRATION_DIR``), which ``calibration=NAME`` selects for any
+run, sweep or plan. Bad input is one line and exit code 2; a failed fit is one line, exit code 1, and no file.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+EXIT_BAD_INPUT = 2
+EXIT_FIT_FAILED = 1
+
+
+def parse(argv: List[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m ipuexp.calibrate", description=__doc__.splitlines()[0])
+    ap.add_argument("file", nargs="?", type=Path, help="CSV of measured runs: id, overrides, measured_samples_per_s"
+                    "[, measured_ipu_memory_bytes]")
+    ap.add_argument("--name", required=True, help="the calibration's name: written as NAME.yaml, selected with "
+                    "calibration=NAME")
+    ap.add_argument("--from-mlflow", metavar="EXPERIMENT", help="read the measured runs from this MLflow "
+                    "experiment instead of a file (runs with measured_samples_per_s)")
+    ap.add_argument("--uri", help="tracking URI for --from-mlflow (default: MLFLOW_TRACKING_URI, else "
+                    "sqlite:///mlflow.db here)")
+    ap.add_argument("--measured-only", action="store_true", help="fit on the measured runs alone, not with the "
+                    "shipped calibration rows (for a workload unlike Graphcore's published runs)")
+    ap.add_argument("--keep-outliers", action="store_true", help="fit a run measured more than 3x from its "
+                    "prediction too")
+    ap.add_argument("--recipe", action="append", default=[], metavar="NAME",
+                    help="also show this recipe's prediction before and after (repeatable)")
+    ap.add_argument("--overwrite", action="store_true", help="replace an existing calibration of that name")
+    return ap.parse_args(argv)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    raw = list(sys.argv[1:] if argv is None else argv)
+    args = parse(raw)
+    from ipuexp.calibration.user import check_name, path_of
+    from ipuexp.validation.measured import MeasurementError, read_csv, read_mlflow
+
+    try:
+        check_name(args.name)
+        if (args.file is None) == (args.from_mlflow is None):
+            raise ValueError("give one source of measured runs: FILE.csv or --from-mlflow EXPERIMENT")
+        target = path_of(args.name)
+        if target.exists() and not args.overwrite:
+            raise ValueError(f"--name={args.name!r}: {target} exists; --overwrite replaces it")
+        if args.from_mlflow:
+            from ipuexp.tracking.store import absolute_uri, tracking_uri
+
+            uri = absolute_uri(args.uri, Path.cwd()) if args.uri else tracking_uri(None)
+            measurements = read_mlflow(args.from_mlflow, uri)
+        else:
+            measurements = read_csv(args.file)
+        recipes = [_recipe(name) for name in args.recipe]
+    except (ValueError, MeasurementError) as err:
+        print(f"ipuexp.calibrate: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return _calibrate(args, measurements, recipes, target, raw)
+
+
+def _recipe(name: str) -> Any:
+    from ipuexp.config.compose import compose_recipe
+    from ipuexp.config.errors import ConfigError
+
+    try:
+        return compose_recipe(name, ["calibration=null"])
+    except ConfigError as err:
+        raise ValueError(f"--recipe {name}: {err}") from None
+
+
+def _calibrate(args: argparse.Namespace, measurements: Sequence[Any], recipes: Sequence[Any], target: Path,
+               raw: List[str]) -> int:
+    from rich.console import Console
+
+    from ipuexp.calibration import load_rows, unpredicted
+    from ipuexp.calibration.user import MeasuredRow, UserCalibration, save
+    from ipuexp.validation.calibrate import FitFailed, refit
+    from ipuexp.validation.command import load_config
+    from ipuexp.validation.fit import FITTED, prepare
+    from ipuexp.validation.measured import prepare as prepare_measured
+    from ipuexp.validation import calibrate_print as show
+
+    console = Console(highlight=False)
+    cfg = load_config()
+    rows = load_rows()
+    rows = [r for r in rows if r.id not in {row.id for row, _ in unpredicted(rows)}]
+    cases = prepare(rows, cfg.cache_dir)
+    replaced = {n: float(getattr(cases[0].plan.rates.calibration, n)) for n in FITTED}
+    mine, left = prepare_measured(measurements, replaced, keep_outliers=args.keep_outliers)
+    for m, why in left:
+        console.print(f"left out: {m.id} ({m.source}): {why}", markup=False)
+    mode = "measured" if args.measured_only else "shipped+measured"
+    try:
+        result = refit([c for c in cases if c.row.id not in cfg.unexplained],
+                       [c for c in cases if c.row.id in cfg.unexplained], mine, replaced, mode)
+    except FitFailed as err:
+        print(f"ipuexp.calibrate: {err}; nothing written", file=sys.stderr)
+        return EXIT_FIT_FAILED
+    residuals = result.residuals()
+    show.report(console, result, residuals, recipes)
+    cal = UserCalibration(
+        name=args.name, fitted_on=mode, constants=result.constants, replaced=result.replaced,
+        loo_range=result.loo_range(), residuals=residuals,
+        rows=[MeasuredRow(line.case.row.id, line.measured.measurement.overrides_text, line.target, _g(line.before),
+                          _g(line.after), None if line.loo is None else _g(line.loo), line.case.row.family,
+                          line.measured.measurement.ipu_memory_bytes, line.measured.predicted_memory)
+              for line in result.mine if line.measured],
+        created=datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        command="python -m ipuexp.calibrate " + " ".join(shlex.quote(a) for a in raw))
+    path = save(cal, target.parent)
+    show.written(console, path, args.name, recipes)
+    return 0
+
+
+def _g(value: float) -> float:
+    """A prediction to 6 significant digits (the file is read by people too)."""
+    return float(f"{value:.6g}")
+
+
+def constants_shift(before: Dict[str, float], after: Dict[str, float]) -> Dict[str, float]:
+    """Percent change of each constant."""
+    return {k: 100.0 * (after[k] / before[k] - 1.0) for k in after if before.get(k)}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
