@@ -7,16 +7,13 @@ not comparable either: ``calibration_warning`` says so, ``under_calibration`` ke
 from __future__ import annotations
 
 import statistics
+import textwrap
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, List, Optional
 
 from ipuexp.report.sweep import Point, ReportError, Sweep, swept_options
 from ipuexp.units import column_unit, human_bytes
-
-EDGE = 1e-9
-"""A measurement on the band's edge (1,100 against 1,000 +-10%) is inside it, whatever the rounding."""
-
 
 def measured_points(sweep: Sweep) -> List[Point]:
     """Points with an IPU measurement (throughput, or memory from PopVision), highest predicted rate first."""
@@ -31,11 +28,11 @@ def host_points(sweep: Sweep) -> List[Point]:
 
 
 def in_band(p: Point) -> Optional[bool]:
-    """The IPU measurement lies within the prediction's error band; None without a measurement or a band."""
-    ratio = p.measured_ratio
-    if ratio is None or p.error_band_pct is None:
+    """The IPU measurement lies within the prediction's error band, its edge included (1,100 against 1,000 ±10%,
+    whatever the rounding); None without a measurement or a band."""
+    if p.measured_ratio is None or p.error_band_pct is None:
         return None
-    return abs(ratio - 1.0) * 100.0 <= p.error_band_pct + EDGE
+    return abs(p.measured_ratio - 1.0) * 100.0 <= p.error_band_pct + 1e-9
 
 
 def summary(points: List[Point]) -> Optional[str]:
@@ -51,11 +48,8 @@ def summary(points: List[Point]) -> Optional[str]:
 
 
 def host_note(sweep: Sweep) -> Optional[str]:
-    host = host_points(sweep)
-    if not host:
-        return None
-    runs = f"{len(host)} functional run{'s' if len(host) > 1 else ''}"
-    return f"{runs} left out: a host CPU's throughput is no IPU's"
+    n = len(host_points(sweep))
+    return f"{n} functional run{'s' if n > 1 else ''} left out: a host CPU's throughput is no IPU's" if n else None
 
 
 def print_measured(sweep: Sweep, console: Any = None) -> None:
@@ -75,7 +69,6 @@ def print_measured(sweep: Sweep, console: Any = None) -> None:
 def _table(points: List[Point], width: int) -> Any:
     from rich import box
     from rich.table import Table
-    from rich.text import Text
 
     from ipuexp.report.sweep_plots import rate_label
 
@@ -85,27 +78,36 @@ def _table(points: List[Point], width: int) -> Any:
     headers = [f"predicted\n{unit}", "band", f"measured\n{unit}", "measured/\npredicted", "in\nband"]
     if memory:  # the unit in the header keeps the cells short: two memory columns fit 80 columns
         headers += [f"memory\npredicted\n{mem_unit}", f"memory\nmeasured\n{mem_unit}"]
-    marks = {True: Text("✓", style="green"), False: Text("✗", style="red"), None: Text("-")}
-    rows = []
-    for p in points:
-        row = [_num(p.rate), "-" if p.error_band_pct is None else f"±{p.error_band_pct:.0f}%", _num(p.ipu_measured),
-               "-" if p.measured_ratio is None else f"{p.measured_ratio:.3f}", marks[in_band(p)]]
-        if memory:
-            row += [_bytes(p.peak_memory, mem_unit), _bytes(p.measured_memory, mem_unit)]
-        rows.append(row)
+    rows = [_cells(p, mem_unit if memory else None) for p in points]
     fixed = [max([len(line) for line in h.split("\n")] + [len(str(r[n])) for r in rows])
              for n, h in enumerate(headers)]
     # Two characters between columns (padding and rule); the run names take what the figures leave, and fold.
     room = max(width - (2 * (len(headers) + 1) - 1) - sum(fixed), 4)
-    t = Table(title="Predicted vs measured", box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
-    t.add_column("run", justify="left", width=min(room, max(len(p.name) for p in points)), overflow="fold")
-    for h, w in zip(headers, fixed):
-        t.add_column(h, justify="center" if h == "in\nband" else "right", width=w, no_wrap=True)
     # A sweep's run name is its overrides: broken between them when the column holds the longest one, else folded.
     spaced = room > max(len(part) for p in points for part in p.name.split(","))
-    for p, r in zip(points, rows):
-        t.add_row(p.name.replace(",", ", ") if spaced else p.name, *r)
+    names = [p.name.replace(",", ", ") if spaced else p.name for p in points]
+    longest = max(len(n) for n in names)
+    # Folded names run into the next row's: a blank line between rows keeps them apart.
+    t = Table(title="Predicted vs measured", box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0),
+              show_lines=longest > room)
+    t.add_column("run", justify="left", width=min(room, longest), overflow="fold")
+    for h, w in zip(headers, fixed):
+        t.add_column(h, justify="center" if h == "in\nband" else "right", width=w, no_wrap=True)
+    for name, r in zip(names, rows):
+        t.add_row(name, *r)
     return t
+
+
+def _cells(p: Point, mem_unit: Optional[str]) -> List[Any]:
+    """A row's figures; the memory ones in ``mem_unit``, none without one."""
+    from rich.text import Text
+
+    mark = {True: Text("✓", style="green"), False: Text("✗", style="red"), None: Text("-")}[in_band(p)]
+    row = [_num(p.rate), "-" if p.error_band_pct is None else f"±{p.error_band_pct:.0f}%", _num(p.ipu_measured),
+           "-" if p.measured_ratio is None else f"{p.measured_ratio:.3f}", mark]
+    if mem_unit:
+        row += [_bytes(p.peak_memory, mem_unit), _bytes(p.measured_memory, mem_unit)]
+    return row
 
 
 def _num(x: Optional[float]) -> str:
@@ -121,7 +123,6 @@ def plot_measured(sweep: Sweep, path: Path) -> Path:
     line where they agree; points outside their band in red. Drawn on a ``Figure`` (Agg), as the sweep's charts:
     no pyplot state, no display."""
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, LogLocator
 
     from ipuexp.report.sweep_plots import rate_label
 
@@ -129,36 +130,41 @@ def plot_measured(sweep: Sweep, path: Path) -> Path:
     unit = rate_label(points)
     fig = Figure(figsize=(6.5, 6), layout="constrained")
     ax = fig.add_subplot()
-    groups = [("inside the band", "C0", True), ("outside the band", "C3", False), ("no band logged", "0.5", None)]
+    groups = [("inside its error band", "C0", True), ("outside its error band", "C3", False),
+              ("no error band logged", "0.5", None)]
     for label, color, inside in groups:
         group = [p for p in points if in_band(p) is inside]
         if group:
-            err = [p.rate * (p.error_band_pct or 0.0) / 100.0 for p in group]
-            ax.errorbar([p.ipu_measured for p in group], [p.rate for p in group], yerr=err, fmt="o", color=color,
-                        ecolor=color, elinewidth=1.2, capsize=4, markersize=6, label=label, zorder=3)
+            ax.errorbar([p.ipu_measured for p in group], [p.rate for p in group], fmt="o", color=color, capsize=4,
+                        yerr=[p.rate * (p.error_band_pct or 0.0) / 100.0 for p in group], label=label, zorder=3)
     values = [v for p in points for v in (p.ipu_measured, p.rate * (1 + (p.error_band_pct or 0) / 100),
                                           p.rate * (1 - min(p.error_band_pct or 0, 90) / 100))]
     lo, hi = min(values) / 1.15, max(values) * 1.15  # one range on both axes: y = x is the diagonal
     ax.plot([lo, hi], [lo, hi], color="0.3", linestyle="--", linewidth=1, label="predicted = measured", zorder=2)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
-    ax.set_aspect("equal")
-    plain = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 10 else f"{v:g}")
-    for axis in (ax.xaxis, ax.yaxis):  # a narrow log range: ticks at 1, 2 and 5 and their tenths, as plain numbers
-        subs = (1.0, 2.0, 5.0) if hi / lo > 20 else tuple(range(1, 10))
-        axis.set_major_locator(LogLocator(base=10, subs=subs))
-        axis.set_major_formatter(plain)
-        axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
-    ax.set_xlabel(f"measured on an IPU system ({unit})")
-    ax.set_ylabel(f"predicted ({unit}), bars: error band")
-    ax.set_title(f"{sweep.experiment}: predicted vs measured throughput")
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), aspect="equal",
+           xlabel=f"measured on an IPU system ({unit})", ylabel=f"predicted ± error band ({unit})",
+           title=textwrap.fill(f"{sweep.experiment}: predicted vs measured throughput", 60))
+    _ticks(ax, lo, hi)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize="small", loc="upper left")
+    ax.legend(fontsize="small", loc="best")  # off the diagonal, where fewer points lie
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     return path
+
+
+def _ticks(ax: Any, lo: float, hi: float) -> None:
+    """Labelled ticks on both log axes, as plain numbers. Within less than a decade and a half a log axis labels
+    few ticks or none: round linear ones are placed instead."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+
+    ticks = [v for v in MaxNLocator(nbins=7, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi) if lo <= v <= hi]
+    for axis in (ax.xaxis, ax.yaxis):
+        if hi / lo < 30:
+            axis.set_major_locator(FixedLocator(ticks))
+        else:  # 1, 2 and 5 of each decade while their labels have room, else the decades
+            axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if hi / lo < 300 else (1.0,)))
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 10 else f"{v:g}"))
+        axis.set_minor_formatter(NullFormatter())
 
 
 def calibrations(points: List[Point]) -> List[str]:

@@ -238,7 +238,8 @@ def as_number(value: Optional[str]) -> Optional[float]:
 
 
 def table(sweep: Sweep) -> Any:
-    """The sweep as a pandas DataFrame: swept options, fits, throughput, peak memory; fastest first."""
+    """The sweep as a pandas DataFrame: swept options, fits, throughput, peak memory, what was measured and the
+    calibration; fastest first."""
     import pandas as pd
 
     front = {p.run_id for p in pareto_front(sweep.points)}

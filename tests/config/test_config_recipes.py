@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Tuple
 import pytest
 import yaml
 
-from ipuexp.calibration import TABLE, load_rows, register_runs, run_names
+from ipuexp.calibration import GROUP, TABLE, load_rows, register_runs, run_names
 from ipuexp.config.store import recipe_names
 from ipuexp.config.checks import value_at
 from ipuexp.config.validate import validate
@@ -53,7 +53,7 @@ PACKED_RUN = "bert_large_packed_mlperf11_mk2_pod16_popart"
 
 
 def _compose(group: str, name: str, compose_config):
-    if group == "calibration":
+    if group == GROUP:
         register_runs()
     return compose_config([f"+{group}={name}"])
 
@@ -62,7 +62,7 @@ def _compose(group: str, name: str, compose_config):
 def test_optimum_run_matches_its_ipu_config(name, compose_config):
     from ipuexp.config.ipu_config import options
 
-    cfg = _compose("calibration", name, compose_config)
+    cfg = _compose(GROUP, name, compose_config)
     fields = json.loads((OPTIMUM_DATA / f"{name}.json").read_text())
     values, _notes, _unmodelled = options(fields, "pod16", None, value_at(cfg, "options.pipeline.device_mapping"))
     # embedding_serialization_factor 0 (the files of early 2022) serialises nothing, as 1 does.
@@ -76,7 +76,7 @@ def test_optimum_run_matches_its_ipu_config(name, compose_config):
     assert value_at(cfg, "host.framework") == "optimum"
 
 
-@pytest.mark.parametrize("group,name", [("recipe", n) for n in RECIPES] + [("calibration", n) for n in CALIBRATION_RUNS
+@pytest.mark.parametrize("group,name", [("recipe", n) for n in RECIPES] + [(GROUP, n) for n in CALIBRATION_RUNS
                                                                           if n not in OPTIMUM_RUNS + [PACKED_RUN]])
 def test_recipe_matches_its_published_source(group, name, compose_config, data_dir):
     cfg = _compose(group, name, compose_config)
@@ -106,7 +106,7 @@ def test_packed_mlperf_run_matches_its_submission(compose_config, data_dir):
     attention and feed-forward halves placed as att_ffn_placement says."""
     import json
 
-    cfg = _compose("calibration", PACKED_RUN, compose_config)
+    cfg = _compose(GROUP, PACKED_RUN, compose_config)
     sub = json.loads((data_dir / "graphcore-configs" / "mlperf" / "v1.1_bert_popart_pod16-closed.json").read_text())
     expected = {
         "data.micro_batch_size": sub["batch_size"], "options.gradient_accumulation": sub["gradient_accumulation_factor"],
@@ -153,7 +153,7 @@ def test_every_calibration_row_has_its_configuration(compose_config):
     for row in rows:
         name = row["id"]
         assert name in CALIBRATION_RUNS, f"no configuration for calibration row {name}"
-        cfg = _compose("calibration", name, compose_config)
+        cfg = _compose(GROUP, name, compose_config)
         lpi = value_at(cfg, "options.pipeline.layers_per_ipu")
         ipr = ipus_per_replica(lpi, value_at(cfg, "options.pipeline.device_mapping"))
         seq_or_image = "model.image_size" if cfg.model.name in ("resnet50", "vit") else "model.sequence_length"
