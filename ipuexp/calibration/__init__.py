@@ -91,14 +91,3 @@ def register_runs() -> None:
     cs = ConfigStore.instance()
     for path in sorted(RUNS_DIR.glob("*.yaml")):
         cs.store(group=GROUP, name=path.stem, node=OmegaConf.load(path), package="_global_")
-
-
-def compose_run(row_id: str, overrides: Sequence[str] = ()) -> Any:
-    """The validated ExperimentConfig object of a calibration row's configuration."""
-    from ipuexp.config.compose import load_experiment
-
-    if not (RUNS_DIR / f"{row_id}.yaml").exists():
-        raise FileNotFoundError(f"calibration row {row_id!r} has no configuration: expected "
-                                f"ipuexp/calibration/runs/{row_id}.yaml")
-    register_runs()
-    return load_experiment(f"+{GROUP}={row_id}", *overrides)

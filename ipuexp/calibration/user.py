@@ -117,22 +117,28 @@ def save(cal: UserCalibration, directory: Optional[Path] = None) -> Path:
     return path
 
 
-def load(name: str, directory: Optional[Path] = None) -> UserCalibration:
-    """The calibration ``name``; a ConfigError (one line: the key, the value, what is there) when there is none
-    or the file is not one."""
-    from ipuexp.config.errors import ConfigError
+class CalibrationError(ValueError):
+    """No calibration of that name, or a file that is not one: ``allowed`` says what is there (``calibration=NAME``
+    turns it into the config error of that key)."""
 
+    def __init__(self, name: str, allowed: str):
+        self.name, self.allowed = name, allowed
+        super().__init__(f"calibration={name!r} is invalid: {allowed}")
+
+
+def load(name: str, directory: Optional[Path] = None) -> UserCalibration:
+    """The calibration ``name``; a CalibrationError (one line) when there is none or the file is not one."""
     path = path_of(name, directory)
     if not NAME.match(name) or not path.is_file():
         names = available(directory)
         there = f"calibrations in {path.parent}: {', '.join(names)}" if names else f"no calibration in {path.parent}"
-        raise ConfigError("calibration", name, f"allowed: null (the shipped one) or a name made by python -m "
+        raise CalibrationError(name, f"allowed: null (the shipped one) or a name made by python -m "
                           f"ipuexp.calibrate FILE.csv --name NAME ({there})")
     try:
         return _load(str(path), path.stat().st_mtime_ns)
     except Exception as exc:  # a file edited by hand: name it and what is wrong, in one line
         first = " ".join(str(exc).split())[:300]
-        raise ConfigError("calibration", name, f"{path} is not a calibration file: {first}") from None
+        raise CalibrationError(name, f"{path} is not a calibration file: {first}") from None
 
 
 @lru_cache(maxsize=8)

@@ -1,7 +1,7 @@
 """Compose configurations from Python exactly as ``python -m ipuexp`` does (for notebooks, tests, validation)."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -35,9 +35,12 @@ def compose_config(overrides: Iterable[str] = (), return_hydra_config: bool = Fa
 def apply_calibration(cfg: DictConfig) -> None:
     """The constants of ``calibration=NAME`` (``python -m ipuexp.calibrate``) into ``cfg.ipu.calibration``; a
     ConfigError when there is no such calibration."""
-    from ipuexp.calibration.user import apply
+    from ipuexp.calibration.user import CalibrationError, apply
 
-    apply(cfg)
+    try:
+        apply(cfg)
+    except CalibrationError as err:
+        raise ConfigError("calibration", err.name, err.allowed) from None
 
 
 def apply_imported_options(cfg: DictConfig, overrides: Iterable[str] = ()) -> list:
@@ -61,3 +64,14 @@ def load_experiment(*overrides: str) -> Any:
 def compose_recipe(recipe: str, overrides: Iterable[str] = ()) -> Any:
     """The validated ExperimentConfig object of ``+recipe=NAME`` with command-line style ``overrides``."""
     return load_experiment(f"+recipe={recipe}", *overrides)
+
+
+def compose_run(row_id: str, overrides: Sequence[str] = ()) -> Any:
+    """The validated ExperimentConfig object of a calibration row's configuration."""
+    from ipuexp.calibration import GROUP, RUNS_DIR, register_runs
+
+    if not (RUNS_DIR / f"{row_id}.yaml").exists():
+        raise FileNotFoundError(f"calibration row {row_id!r} has no configuration: expected "
+                                f"ipuexp/calibration/runs/{row_id}.yaml")
+    register_runs()
+    return load_experiment(f"+{GROUP}={row_id}", *overrides)

@@ -1,7 +1,7 @@
 """Predicted against measured: the runs an IPU system measured, their ratio to the prediction and its error band.
 
-A functional run's ``measured_samples_per_s`` is the host CPU's rate running the model, no IPU's: such runs are
-counted on one line, never compared. Predictions made under different calibrations (the ``calibration`` tag) are
+A functional run's own measurement is the host CPU's rate running the model, no IPU's: such runs are counted on
+one line, never compared (one given ``measured.samples_per_s`` is compared by that). Predictions made under different calibrations (the ``calibration`` tag) are
 not comparable either: ``calibration_warning`` says so, ``under_calibration`` keeps one.
 """
 from __future__ import annotations

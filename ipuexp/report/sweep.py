@@ -18,9 +18,11 @@ THROUGHPUT = "throughput_samples_per_s"
 SEQUENCES = "throughput_sequences_per_s"
 BAND = "error_band_pct"
 FUNCTIONAL_THROUGHPUT = "measured_samples_per_s"
-"""Measured throughput: a functional run's on the host (its throughput where the analytic figure is absent), or
-an analytic run's ``measured.samples_per_s``, measured on an IPU system."""
+"""Measured throughput: the user's ``measured.samples_per_s``, measured on an IPU system, else a functional run's
+on the host (its throughput where the analytic figure is absent)."""
 MEASURED = FUNCTIONAL_THROUGHPUT
+HOST_THROUGHPUT = "host_samples_per_s"
+"""A functional run's host throughput when the user gave an IPU measurement (then ``measured_samples_per_s``)."""
 MEASURED_RATIO = "measured_over_predicted"
 """The run's measured / predicted rate: logged by runs that compare with an IPU measurement."""
 MEASURED_MEMORY = "measured_ipu_memory_bytes"
@@ -67,7 +69,8 @@ class Point:
     measured_memory: Optional[float] = None
     """Measured bytes on the fullest IPU (PopVision), when the user gave them."""
     measured_on: Optional[str] = None
-    """``ipu``: an analytic run's measurement on an IPU system; ``host``: a functional run's, on the host CPU."""
+    """``ipu``: a measurement on an IPU system, given by the user; ``host``: a functional run's own, on the host
+    CPU."""
     calibration: Optional[str] = None
     """The calibration the prediction used, with its hash: ``mine (3f2a9c1e)``; None when the run did not say."""
     calibration_name: str = SHIPPED
@@ -157,7 +160,7 @@ def _point(run: Any) -> Point:
     from ipuexp.tracking.sweep import PARENT_TAG
 
     m, tags = run.data.metrics, run.data.tags
-    throughput = m.get(THROUGHPUT, m.get(FUNCTIONAL_THROUGHPUT))
+    throughput = m.get(THROUGHPUT, m.get(HOST_THROUGHPUT, m.get(FUNCTIONAL_THROUGHPUT)))
     fits: Optional[bool] = None
     if "fits" in m:
         fits = m["fits"] > 0.5
@@ -172,11 +175,14 @@ def _point(run: Any) -> Point:
 
 
 def _measured_on(metrics: Dict[str, float], tags: Dict[str, str]) -> Optional[str]:
-    """Where the run's ``measured_samples_per_s`` was measured. Runs from before the ``engine_mode`` tag and the
-    ratio logged only functional (host) measurements."""
+    """Where the run's ``measured_samples_per_s`` was measured. A functional run given ``measured.samples_per_s``
+    logs its host figure apart (``host_samples_per_s``); runs from before the ``engine_mode`` tag and the ratio
+    logged only functional (host) measurements."""
     if MEASURED not in metrics:
         return None
     mode = tags.get("engine_mode")
+    if HOST_THROUGHPUT in metrics:
+        return "ipu"
     if mode == "functional" or (mode is None and MEASURED_RATIO not in metrics):
         return "host"
     return "ipu"

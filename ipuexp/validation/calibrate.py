@@ -39,6 +39,8 @@ class Line:
     loo: Optional[float] = None
     fitted: bool = True
     measured: Optional[MeasuredCase] = None
+    was_fitted: bool = True
+    """A shipped row the shipped constants were fitted to (not one of validate.yaml's unexplained rows)."""
 
     @property
     def target(self) -> float:
@@ -105,7 +107,7 @@ def refit(shipped: Sequence[Case], unexplained: Sequence[Case], mine: Sequence[M
                         "predicting each without it); add a run, or refit with the shipped rows")
     mine_lines = [Line(m.case, m.before, measured=m) for m in mine]
     shipped_lines = [Line(c, predict(c, replaced), fitted=mode != "measured") for c in shipped]
-    shipped_lines += [Line(c, predict(c, replaced), fitted=False) for c in unexplained]
+    shipped_lines += [Line(c, predict(c, replaced), fitted=False, was_fitted=False) for c in unexplained]
     fitted = [line for line in shipped_lines + mine_lines if line.fitted]
     cases = [line.case for line in fitted]
     try:

@@ -8,7 +8,7 @@ import os
 from typing import Any, List, Optional, Sequence
 
 from ipuexp.calibration import Row
-from ipuexp.calibration.band import Residual, error_band
+from ipuexp.calibration.band import Residual, error_band, load_residuals
 from ipuexp.validation.calibrate import MODES, Refit, bounds_hit
 from ipuexp.validation.fit import Case, predict
 
@@ -58,16 +58,22 @@ def report(console: Any, result: Refit, residuals: Sequence[Residual], recipes: 
     console.print("samples/s (sequences/s for packed data); err: percent from the measured value; LOO: predicted "
                   "with the constants refitted without the run; band: the new error band", markup=False)
     fitted = result.mode != "measured"
-    shipped = [[l.case.row.id + ("" if l.fitted or not fitted else " *"), f"{l.target:,.0f}",
-                _pct(l.error(l.before)), _pct(l.error(l.after)), _pct(l.error(l.loo) if l.fitted else None)]
-               for l in result.shipped]
-    _fitted_table(console, "Shipped calibration rows", ("row", "published", "before", "after", "LOO"), shipped)
-    if fitted:
-        console.print("before, after, LOO: error in percent; *: not fitted (validate.yaml unexplained), its after "
-                      "is held out", markup=False)
-    else:
-        console.print("before, after: error in percent; after is held out: the refit did not see these rows",
-                      markup=False)
+    # The shipped fit's leave-one-out errors (ipuexp/calibration/residuals.csv), to set the new ones against.
+    shipped_loo = {r.id: r.loo_error_pct for r in load_residuals()}
+    unexplained = [l for l in result.shipped if not l.was_fitted]
+    shipped = [[l.case.row.id + (" *" if l in unexplained else ""), f"{l.target:,.0f}", _pct(l.error(l.before)),
+                _pct(l.error(l.after)), _pct(None if l in unexplained else shipped_loo.get(l.case.row.id)),
+                _pct(l.error(l.loo) if l.fitted else None)] for l in result.shipped]
+    _fitted_table(console, "Shipped calibration rows",
+                  ("row", "published", "before", "after", "LOO before", "LOO after"), shipped)
+    console.print("before, after: error in percent" + ("" if fitted else " (after is held out: the refit did not "
+                  "see these rows)") + "; LOO: predicted with the constants refitted without the row, before and "
+                  "after; *: not fitted (validate.yaml unexplained)", markup=False)
+    loo = [(shipped_loo.get(l.case.row.id), l.error(l.loo)) for l in result.shipped if l not in unexplained]
+    pairs = [(a, b) for a, b in loo if a is not None and b is not None]
+    if pairs:
+        console.print(f"Shipped rows' leave-one-out MAPE: {sum(abs(a) for a, _ in pairs) / len(pairs):.1f}% before, "
+                      f"{sum(abs(b) for _, b in pairs) / len(pairs):.1f}% after", markup=False)
     _constants(console, result)
     _bands(console, result, residuals)
     _warnings(console, result)

@@ -8,7 +8,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
-from ipuexp.calibration import Row, compose_run
+from ipuexp.calibration import Row
+from ipuexp.config.compose import compose_run
 from ipuexp.calibration.fitted import FITTED, PRIORS
 
 if TYPE_CHECKING:

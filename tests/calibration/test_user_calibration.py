@@ -48,7 +48,7 @@ def test_reload_sees_a_rewritten_file(cal_dir):
 
 def test_unknown_name_is_one_line_naming_what_exists(cal_dir):
     user.save(_calibration("other"))
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(user.CalibrationError) as err:
         user.load("mine")
     text = str(err.value)
     assert "\n" not in text and text.startswith("calibration='mine' is invalid") and "other" in text
@@ -59,7 +59,7 @@ def test_broken_file_is_one_line(cal_dir):
     cal_dir.mkdir()
     (cal_dir / "bad.yaml").write_text("name: bad\nfitted_on: measured\nconstants: {not_a_constant: 1.0}\n"
                                       "replaced: {}\n")
-    with pytest.raises(ConfigError, match=r"bad.yaml is not a calibration file: .*not_a_constant"):
+    with pytest.raises(user.CalibrationError, match=r"bad.yaml is not a calibration file: .*not_a_constant"):
         user.load("bad")
 
 

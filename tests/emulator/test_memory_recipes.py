@@ -6,7 +6,7 @@ from typing import List
 
 import pytest
 
-from ipuexp.calibration import compose_run
+from ipuexp.config.compose import compose_run
 from ipuexp.config.compose import load_experiment
 from ipuexp.importers import read
 from ipuexp.importers.recipe import write

@@ -68,7 +68,7 @@ CALIBRATION = ["bert_large_ph1_bow_pod16_tf2", "bert_large_ph2_sl384_bow_pod16_t
 
 
 def _import_run(row_id, tmp_path):
-    from ipuexp.calibration import compose_run
+    from ipuexp.config.compose import compose_run
 
     run = compose_run(row_id)
     copy, config = shared_copy(run.source)

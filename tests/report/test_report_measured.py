@@ -1,6 +1,7 @@
 """The predicted-against-measured view of ``python -m ipuexp.report``: runs fabricated in a throwaway MLflow store
 with the metrics and tags the run code logs (``measured_samples_per_s``, ``engine_mode``, ``calibration``...)."""
 import csv
+import re
 import time
 from pathlib import Path
 
@@ -69,6 +70,12 @@ def test_runs_read_back_with_their_measurements(db_uri):
     _analytic(db_uri, memory=True, calibration=("mine", "3f2a9c1e"))
     _functional(db_uri)
     _log(db_uri, "old functional", {"measured_samples_per_s": 9.0})  # before engine_mode: host measurements only
+    functional = {"engine_mode": "functional"}
+    _log(db_uri, "functional, predicted", {"throughput_samples_per_s": 1000.0, "measured_samples_per_s": 12.0,
+                                           "measured_over_predicted": 0.012}, functional)
+    # Given measured.samples_per_s, a functional run logs that as its measurement and its host figure apart.
+    _log(db_uri, "functional, IPU measured", {"throughput_samples_per_s": 1000.0, "measured_samples_per_s": 950.0,
+                                              "measured_over_predicted": 0.95, "host_samples_per_s": 11.0}, functional)
     sweep = load(db_uri, "bert_large")
     by_name = {p.name: p for p in sweep.points}
     p = by_name[LONG.format(1024)]
@@ -79,9 +86,14 @@ def test_runs_read_back_with_their_measurements(db_uri):
     assert (f.throughput, f.measured, f.measured_on, f.ipu_measured) == (12.5, 12.5, "host", None)
     assert f.calibration is None and f.calibration_name == "shipped"
     assert by_name["old functional"].measured_on == "host"
+    f = by_name["functional, predicted"]
+    assert (f.throughput, f.measured_on, f.ipu_measured, f.measured_ratio) == (1000.0, "host", None, None)
+    f = by_name["functional, IPU measured"]
+    assert (f.throughput, f.measured_on, f.ipu_measured, f.measured_ratio) == (1000.0, "ipu", 950.0, 0.95)
     assert by_name[LONG.format(512)].measured_on is None
-    assert [q.name for q in measured_points(sweep)] == [LONG.format(n) for n in (4096, 2048, 1024, 256)]
-    assert sorted(q.name for q in host_points(sweep)) == ["functional run", "old functional"]
+    assert [q.name for q in measured_points(sweep)] == [
+        LONG.format(4096), LONG.format(2048), "functional, IPU measured", LONG.format(1024), LONG.format(256)]
+    assert sorted(q.name for q in host_points(sweep)) == ["functional run", "functional, predicted", "old functional"]
 
 
 def test_table_gives_the_ratio_and_the_band(db_uri):
@@ -90,18 +102,19 @@ def test_table_gives_the_ratio_and_the_band(db_uri):
     sweep = load(db_uri, "bert_large")
     assert [in_band(p) for p in measured_points(sweep)] == [None, True, False, True]
     text = _text(sweep)
-    rows = {line.split()[0]: line.split()[1:] for line in text.splitlines() if line.strip().startswith("gradient")}
+    cells = [re.split(r"\s{2,}", line.strip()) for line in text.splitlines()]
+    rows = {c[0].replace(", ", ","): c[1:] for c in cells if c[0].startswith("gradient")}  # names broken at commas
     assert rows[LONG.format(1024)] == ["900.0", "±10%", "1,000.0", "1.111", "✗"]
     assert rows[LONG.format(256)] == ["700.0", "±10%", "735.0", "1.050", "✓"]
     assert rows[LONG.format(2048)] == ["1,100.0", "±5%", "1,045.0", "0.950", "✓"]
     assert rows[LONG.format(4096)] == ["1,300.0", "-", "1,200.0", "0.923", "-"]
     assert LONG.format(512) not in rows  # predicted only
     assert "Predicted vs measured" in text and "MiB" not in text  # no run has a measured memory
-    assert ("4 runs: median |measured/predicted - 1| 6.3%, worst 11.1%; 2 of 3 in band, 1 without a band"
+    assert ("4 runs: median |measured/predicted - 1| 6.3%, worst 11.1%; 2 of 3 in band, 1 with no band"
             in text)
     # The functional run's host measurement is no IPU's: it is counted apart, never compared.
     assert "functional run" not in rows and "12.5" not in text
-    assert "1 functional run left out: the functional engine measures the host CPU's throughput, not an IPU's" in text
+    assert "1 functional run left out: a host CPU's throughput is no IPU's" in text
 
 
 def test_only_functional_runs_give_no_table(db_uri):
@@ -119,7 +132,10 @@ def test_table_fits_80_columns_and_keeps_every_figure_whole(db_uri, memory):
     sweep = load(db_uri, "bert_large")
     text = _text(sweep, width=80)
     lines = text.splitlines()
-    assert max(len(line) for line in lines) <= 80
+    assert max(len(line) for line in lines) <= 80 and "…" not in text  # no cell, no header cut short
+    head = "\n".join(lines[:lines.index(next(line for line in lines if line.startswith("─")))])
+    assert [head.count(h) for h in ("predicted", "measured", "samples/s", "band", "memory")] == (
+        [3, 4, 2, 2, 2] if memory else [2, 3, 2, 2, 0])  # the title says "measured" too
     cells = [cell for line in lines for cell in line.split()]
     for _, predicted, band, measured in ANALYTIC[:4]:
         assert f"{predicted:,.1f}" in cells and f"{measured:,.1f}" in cells and f"{measured / predicted:.3f}" in cells
@@ -142,7 +158,8 @@ def test_packed_runs_compare_sequences():
 
 def test_calibration_mix_is_named_and_filtered(db_uri, tmp_path: Path, capsys):
     _analytic(db_uri, calibration=("mine", "3f2a9c1e"))
-    _log(db_uri, "shipped run", {"throughput_samples_per_s": 500.0, "error_band_pct": 10.0, "peak_ipu_memory_bytes": PEAK,
+    _log(db_uri, "shipped run", {"throughput_samples_per_s": 500.0, "error_band_pct": 10.0,
+                                 "peak_ipu_memory_bytes": PEAK,
                                  "measured_samples_per_s": 510.0, "measured_over_predicted": 1.02},
          {"engine_mode": "analytic"})  # no calibration tag: the shipped one
     sweep = load(db_uri, "bert_large")
@@ -171,8 +188,8 @@ def test_one_name_two_hashes_is_a_mix_the_filter_cannot_split():
     assert calibration_warning(Sweep("e", pts)) == (
         "runs made under 2 calibrations (mine (11111111), mine (22222222)): their predictions are not comparable; "
         "calibration mine changed between them: re-run the older runs to compare")
-    shipped = [Point("s", "s", {}, 1.0, None, True), Point("t", "t", {}, 1.0, None, True,
-                                                             calibration="shipped (abcd0123)", calibration_name="shipped")]
+    shipped = [Point("s", "s", {}, 1.0, None, True),
+               Point("t", "t", {}, 1.0, None, True, calibration="shipped (abcd0123)", calibration_name="shipped")]
     assert calibration_warning(Sweep("e", shipped)) is None  # an untagged run is under the shipped calibration
     with pytest.raises(ReportError, match="calibrations present: mine$"):
         under_calibration(Sweep("e", pts), "shipped")
@@ -195,7 +212,8 @@ def test_cli_prints_the_view_and_writes_the_chart_and_csv(db_uri, tmp_path: Path
     assert red.sum() > 30 and blue.sum() > 30
     rows = {r["run"]: r for r in csv.DictReader((out / "sweep.csv").open())}
     r = rows[LONG.format(1024)]
-    assert float(r["measured_samples_per_s"]) == 1000.0 and float(r["measured_over_predicted"]) == pytest.approx(1000 / 900)
+    assert float(r["measured_samples_per_s"]) == 1000.0
+    assert float(r["measured_over_predicted"]) == pytest.approx(1000 / 900)
     assert r["measured_on"] == "ipu" and r["calibration"] == "shipped"
     assert float(rows["functional run"]["measured_samples_per_s"]) == 12.5
     assert rows["functional run"]["measured_on"] == "host" and rows["functional run"]["measured_over_predicted"] == ""
@@ -203,7 +221,8 @@ def test_cli_prints_the_view_and_writes_the_chart_and_csv(db_uri, tmp_path: Path
 
 
 def test_no_measurement_no_view(log_sweep, db_uri, tmp_path: Path, capsys):
-    log_sweep("s1", [(256, 0, 700.0, [500_000_000, 420_000_000], True), (512, 0, 800.0, [500_000_000, 400_000_000], True)])
+    log_sweep("s1", [(256, 0, 700.0, [500_000_000, 420_000_000], True),
+                     (512, 0, 800.0, [500_000_000, 400_000_000], True)])
     out = tmp_path / "report"
     assert main(["bert_large", "--uri", db_uri, "--out", str(out)]) == 0
     printed = capsys.readouterr().out
