@@ -153,13 +153,13 @@ def plot_measured(sweep: Sweep, path: Path) -> Path:
 
 
 def _ticks(ax: Any, lo: float, hi: float) -> None:
-    """Labelled ticks on both log axes, as plain numbers. Within less than a decade and a half a log axis labels
-    few ticks or none: round linear ones are placed instead."""
+    """Labelled ticks on both log axes, as plain numbers: 1, 2 and 5 of each decade (the decades alone over a wide
+    range); within less than a factor 4, where those would be one or two, round linear ones."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
     ticks = [v for v in MaxNLocator(nbins=7, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi) if lo <= v <= hi]
     for axis in (ax.xaxis, ax.yaxis):
-        if hi / lo < 30:
+        if hi / lo < 4:
             axis.set_major_locator(FixedLocator(ticks))
         else:  # 1, 2 and 5 of each decade while their labels have room, else the decades
             axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if hi / lo < 300 else (1.0,)))

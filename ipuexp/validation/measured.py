@@ -16,6 +16,8 @@ from ipuexp.validation.fit import Case, predict
 
 COLUMNS = ("id", "overrides", "measured_samples_per_s")
 OPTIONAL_COLUMNS = ("measured_ipu_memory_bytes",)
+IGNORED_OVERRIDES = ("tracking.", "runner.", "hydra.", "report.", "calibration=")
+"""Override keys of a recorded run that do not change what it measured."""
 OUTLIER_FACTOR = 3.0
 """A measurement this many times above or below its prediction is left out of the fit (``--keep-outliers`` keeps
 it): no calibrated constant moves a prediction that far, so it is a different run or a different unit."""
@@ -123,12 +125,13 @@ def read_mlflow(experiment: str, uri: str) -> List[Measurement]:
         tags, metrics = run.data.tags, run.data.metrics
         if "measured_samples_per_s" not in metrics or tags.get("engine_mode") == "functional":
             continue
+        # Where a run was recorded and which constants predicted it change nothing the refit reads.
         overrides = [o for o in _split(tags.get("overrides", ""), f"MLflow run {run.info.run_id}")
-                     if not o.split("=", 1)[0].lstrip("+~").startswith(("tracking.", "runner.", "hydra."))]
+                     if not o.lstrip("+~").startswith(IGNORED_OVERRIDES)]
         memory = metrics.get("measured_ipu_memory_bytes")
         rid = run.info.run_name or run.info.run_id[:8]
         # The latest run of a configuration stands for it, as in the report.
-        key = tags.get("config_hash", run.info.run_id)
+        key = " ".join(sorted(overrides))
         out[key] = Measurement(rid, tuple(overrides), float(metrics["measured_samples_per_s"]),
                                int(memory) if memory else None, f"MLflow run {run.info.run_id}")
     if not out:
