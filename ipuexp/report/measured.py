@@ -1,8 +1,9 @@
 """Predicted against measured: the runs an IPU system measured, their ratio to the prediction and its error band.
 
 A functional run's own measurement is the host CPU's rate running the model, no IPU's: such runs are counted on
-one line, never compared (one given ``measured.samples_per_s`` is compared by that). Predictions made under different calibrations (the ``calibration`` tag) are
-not comparable either: ``calibration_warning`` says so, ``under_calibration`` keeps one.
+one line, never compared (one given ``measured.samples_per_s`` is compared by that). Predictions made under
+different calibrations (the ``calibration`` tag) are not comparable either: ``calibration_warning`` says so,
+``under_calibration`` keeps one.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any, List, Optional
 
 from ipuexp.report.sweep import Point, ReportError, Sweep, swept_options
 from ipuexp.units import column_unit, human_bytes
+
 
 def measured_points(sweep: Sweep) -> List[Point]:
     """Points with an IPU measurement (throughput, or memory from PopVision), highest predicted rate first."""

@@ -336,7 +336,11 @@ def _widths(headers: List[str], cells: List[List[str]], room: int) -> Tuple[List
     """Widths and headers of the swept-value columns within ``room`` characters. Each value keeps one line (up
     to LONG_CELL); a header whose words do not fit becomes its initials, widest first; when the values alone are
     too wide for the room, the widest fold."""
-    values = [min(max(len(c) for c in col), LONG_CELL) if col else 1 for col in cells]
+    longest = [max(len(c) for c in col) if col else 1 for col in cells]
+    uncut = [max(v, len(h)) for v, h in zip(longest, headers)]
+    if sum(uncut) <= room:  # room for every value and header on one line
+        return uncut, list(headers)
+    values = [min(v, LONG_CELL) for v in longest]
     headers = list(headers)
     whole = [max(v, len(h)) for v, h in zip(values, headers)]
     if sum(whole) <= room:  # every header on one line
