@@ -66,3 +66,29 @@ def test_metrics_of_an_overflowing_or_functional_run(make_result):
                                                                       "test_accuracy")} == \
         {"measured_samples_per_s": 120.0, "final_loss": 0.25, "test_accuracy": 0.97}
     assert "tile_headroom_bytes" not in curated.metrics(result)  # tile memory unknown
+
+
+def test_a_measurement_is_logged_with_its_ratio(make_result):
+    from ipuexp.result import MeasuredFigures
+
+    result = make_result(throughput=1000.0)
+    result.measured = MeasuredFigures(samples_per_s=900.0, ipu_memory_bytes=520_000_000, over_predicted=0.9,
+                                      memory_over_predicted=1.04)
+    figures = curated.metrics(result, TILE)
+    assert {k: figures[k] for k in figures if k.startswith("measured")} == pytest.approx({
+        "measured_samples_per_s": 900.0, "measured_over_predicted": 0.9, "measured_ipu_memory_bytes": 520e6,
+        "measured_over_predicted_memory": 1.04})
+    assert set(figures) <= set(curated.METRICS)
+
+
+def test_a_functional_run_compares_its_host_rate_unless_an_ipu_measurement_is_given(make_result):
+    from ipuexp.result import MeasuredFigures
+
+    result = make_result(throughput=1000.0)
+    result.functional = FunctionalFigures(final_loss=0.25, samples_per_s=120.0)
+    figures = curated.metrics(result)
+    assert figures["measured_samples_per_s"] == 120.0 and figures["measured_over_predicted"] == pytest.approx(0.12)
+    result.measured = MeasuredFigures(samples_per_s=950.0, over_predicted=0.95)
+    figures = curated.metrics(result)
+    assert figures["measured_samples_per_s"] == 950.0 and figures["measured_over_predicted"] == 0.95
+    assert figures["host_samples_per_s"] == 120.0
