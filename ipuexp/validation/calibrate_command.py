@@ -21,7 +21,11 @@ EXIT_FIT_FAILED = 1
 
 
 def parse(argv: List[str]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m ipuexp.calibrate", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m ipuexp.calibrate",
+        description="Refit the emulator's fitted constants on runs you measured and write them as NAME.yaml in "
+                    "./calibration (or $IPUEXP_CALIBRATION_DIR); calibration=NAME selects them for any run, sweep or "
+                    "plan.")
     ap.add_argument("file", nargs="?", type=Path, help="CSV of measured runs: id, overrides, measured_samples_per_s"
                     "[, measured_ipu_memory_bytes]")
     ap.add_argument("--name", required=True, help="the calibration's name: written as NAME.yaml, selected with "
