@@ -80,10 +80,10 @@ def digest(constants: Mapping[str, Any]) -> str:
 def calibration_dir() -> Path:
     """``$IPUEXP_CALIBRATION_DIR``, else ``calibration`` in the folder the command was launched from (Hydra moves
     each job's working directory)."""
-    from ipuexp.data.paths import _launch_dir
+    from ipuexp.data.paths import launch_dir
 
     env = os.environ.get(ENV)
-    return Path(os.path.expanduser(env)).resolve() if env else _launch_dir() / "calibration"
+    return Path(os.path.expanduser(env)).resolve() if env else launch_dir() / "calibration"
 
 
 def path_of(name: str, directory: Optional[Path] = None) -> Path:

@@ -17,10 +17,11 @@ def resolve_path(path: Optional[str]) -> Path:
     if path is None:
         return PACKAGED_MNIST
     p = Path(os.path.expanduser(str(path)))
-    return p if p.is_absolute() else (_launch_dir() / p).resolve()
+    return p if p.is_absolute() else (launch_dir() / p).resolve()
 
 
-def _launch_dir() -> Path:
+def launch_dir() -> Path:
+    """The folder the command was launched from: relative data, recipe and calibration paths are taken from it."""
     from hydra.core.hydra_config import HydraConfig
 
     if HydraConfig.initialized():

@@ -344,7 +344,7 @@ def _widths(headers: List[str], cells: List[List[str]], room: int) -> Tuple[List
     headers = list(headers)
     whole = [max(v, len(h)) for v, h in zip(values, headers)]
     if sum(whole) <= room:  # every header on one line
-        return whole, headers
+        return _spread(whole, longest, room), headers
 
     def need(n: int) -> int:
         return max(values[n], *(len(w) for w in headers[n].split()))
@@ -358,8 +358,17 @@ def _widths(headers: List[str], cells: List[List[str]], room: int) -> Tuple[List
     widths = [need(n) for n in range(len(headers))]
     while sum(widths) > room and max(widths) > 1:  # the values must fold: the widest column gives way first
         widths[widths.index(max(widths))] -= 1
+    widths = _spread(widths, longest, room)
     headers = [h if max(len(x) for x in h.split()) <= w else _abbreviation(h) for h, w in zip(headers, widths)]
     return widths, headers
+
+
+def _spread(widths: List[int], longest: List[int], room: int) -> List[int]:
+    """``widths`` with the room they leave given to the columns whose longest value would fold, in order."""
+    out = list(widths)
+    for n in range(len(out)):
+        out[n] += max(0, min(longest[n] - out[n], room - sum(out)))
+    return out
 
 
 def _fmt(value: Any) -> str:

@@ -5,15 +5,13 @@ table fits the terminal: figures keep their width, row names fold.
 from __future__ import annotations
 
 import os
-from typing import Any, List, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ipuexp.calibration import Row
 from ipuexp.calibration.band import Residual, error_band, load_residuals
 from ipuexp.validation.calibrate import MODES, Refit, bounds_hit
 from ipuexp.validation.fit import Case, predict
-
-MIN_NAME = 14
-
+from ipuexp.validation.tables import fitted_table
 
 def _pct(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:+.1f}"
@@ -24,36 +22,13 @@ def _band(row: Row, residuals: Optional[Sequence[Residual]]) -> Optional[float]:
     return None if band is None else band.pct
 
 
-def _fitted_table(console: Any, title: str, headers: Sequence[str], rows: List[List[str]]) -> None:
-    """A table whose first column (names) gets what the figures leave, at least MIN_NAME, folding within it."""
-    from rich import box
-    from rich.table import Table
-
-    def build(width: int) -> Any:
-        table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, title_justify="left")
-        table.add_column(headers[0], overflow="fold", width=width)
-        for h in headers[1:]:
-            table.add_column(h, justify="right", no_wrap=True)
-        for r in rows:
-            table.add_row(*r)
-        return table
-
-    width = max(len(headers[0]), *(len(r[0]) for r in rows))
-    table = build(width)
-    wide = console.options.update(width=10_000)
-    while width > MIN_NAME and console.measure(table, options=wide).maximum > console.width:
-        width -= 1
-        table = build(width)
-    console.print(table)
-
-
 def report(console: Any, result: Refit, residuals: Sequence[Residual], recipes: Sequence[Any]) -> None:
     console.print(f"Refitted on {MODES[result.mode]}: {sum(l.fitted for l in result.shipped + result.mine)} rows",
                   markup=False)
     mine = [[l.case.row.id, f"{l.target:,.0f}", f"{l.before:,.0f}", _pct(l.error(l.before)), f"{l.after:,.0f}",
              _pct(l.error(l.after)), _pct(l.error(l.loo)), _band_text(l.case.row, residuals)]
             for l in result.mine]
-    _fitted_table(console, "Measured runs: predicted before and after the refit",
+    fitted_table(console, "Measured runs: predicted before and after the refit",
                   ("run", "measured", "before", "err", "after", "err", "LOO", "band"), mine)
     console.print("samples/s (sequences/s for packed data); err: percent from the measured value; LOO: predicted "
                   "with the constants refitted without the run; band: the new error band", markup=False)
@@ -64,7 +39,7 @@ def report(console: Any, result: Refit, residuals: Sequence[Residual], recipes: 
     shipped = [[l.case.row.id + (" *" if l in unexplained else ""), f"{l.target:,.0f}", _pct(l.error(l.before)),
                 _pct(l.error(l.after)), _pct(None if l in unexplained else shipped_loo.get(l.case.row.id)),
                 _pct(l.error(l.loo) if l.fitted else None)] for l in result.shipped]
-    _fitted_table(console, "Shipped calibration rows",
+    fitted_table(console, "Shipped calibration rows",
                   ("row", "published", "before", "after", "LOO before", "LOO after"), shipped)
     console.print("before, after: error in percent" + ("" if fitted else " (after is held out: the refit did not "
                   "see these rows)") + "; LOO: predicted with the constants refitted without the row, before and "
@@ -94,7 +69,7 @@ def _constants(console: Any, result: Refit) -> None:
         rng = ranges.get(k)
         rows.append([k, f"{before:.4g}", f"{v:.4g}", f"{100 * (v / before - 1):+.1f}%",
                      f"{rng[0]:.4g}..{rng[1]:.4g}" if rng else "-"])
-    _fitted_table(console, "Fitted constants", ("constant", "before", "after", "shift", "LOO range"), rows)
+    fitted_table(console, "Fitted constants", ("constant", "before", "after", "shift", "LOO range"), rows)
 
 
 def _bands(console: Any, result: Refit, residuals: Sequence[Residual]) -> None:
@@ -144,7 +119,7 @@ def _recipes(console: Any, result: Refit, residuals: Sequence[Residual], recipes
         b0, b1 = _band(row, None), _band(row, residuals)
         rows.append([row.id, f"{before:,.0f}", "-" if b0 is None else f"±{b0:.0f}%", f"{after:,.0f}",
                      "-" if b1 is None else f"±{b1:.0f}%", f"{100 * (after / before - 1):+.1f}%"])
-    _fitted_table(console, "Recipes: predicted samples/s before and after",
+    fitted_table(console, "Recipes: predicted samples/s before and after",
                   ("recipe", "before", "band", "after", "band", "change"), rows)
 
 

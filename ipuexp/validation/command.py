@@ -24,6 +24,7 @@ from ipuexp.calibration import CALIBRATION_DIR, load_rows, unpredicted
 from ipuexp.validation.fit import FITTED, MODES, fit, held_out, predict, prepare, rounded
 from ipuexp.validation.notes import calibration_block, plot, priors, write_block
 from ipuexp.validation.report import Outcome, Report
+from ipuexp.validation.tables import fitted_table
 
 GENERATIONS = ("mk1", "mk2", "bow")
 
@@ -120,21 +121,6 @@ def _pct(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:+.1f}"
 
 
-def _table(rows: List[tuple], row_width: int) -> Any:
-    """Ten columns fit 80 terminal columns only without vertical rules and with short headers (a legend below)."""
-    from rich import box
-    from rich.table import Table
-
-    table = Table(title="Predicted vs published training throughput", box=box.SIMPLE_HEAD, padding=(0, 1),
-                  pad_edge=False, title_justify="left")
-    table.add_column("row", overflow="fold", width=row_width)
-    for col in ("pred", "publ", "error", "LOO", "LOFO", "LOSO", "band"):
-        table.add_column(col, justify="right", no_wrap=True)
-    for r in rows:
-        table.add_row(*r)
-    return table
-
-
 def print_report(report: Report, cfg: ValidateConfig) -> None:
     from rich.console import Console
 
@@ -144,14 +130,8 @@ def print_report(report: Report, cfg: ValidateConfig) -> None:
         rows.append((o.row.id + (" *" if o.unexplained else ""), f"{o.predicted:,.0f}", f"{o.row.published:,.0f}",
                      _pct(o.error), *(_pct(o.mode_error(m)) for m in MODES[1:]), band))
     console = Console()
-    # The figures keep their natural width; the row id gets what is left (at least 16) and folds within it.
-    width = max(len(r[0]) for r in rows)
-    table = _table(rows, width)
-    wide = console.options.update(width=10_000)  # measured unclamped: the table's own width
-    while width > 16 and console.measure(table, options=wide).maximum > console.width:
-        width -= 1
-        table = _table(rows, width)
-    console.print(table)
+    fitted_table(console, "Predicted vs published training throughput",
+                 ("row", "pred", "publ", "error", "LOO", "LOFO", "LOSO", "band"), rows, min_name=16)
     console.print("pred, publ: predicted and published samples/s (sequences/s for a packed row); error: in sample, %; LOO, LOFO, LOSO: predicted with the constants refitted without the row, its "
                   "family, its system size, %; band: the LOO error band, ✓ when the published value is inside it; "
                   "*: not fitted (why below)")
