@@ -14,7 +14,7 @@ import datetime
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 EXIT_BAD_INPUT = 2
 EXIT_FIT_FAILED = 1
@@ -128,11 +128,6 @@ def _calibrate(args: argparse.Namespace, measurements: Sequence[Any], recipes: S
 def _g(value: float) -> float:
     """A prediction to 6 significant digits (the file is read by people too)."""
     return float(f"{value:.6g}")
-
-
-def constants_shift(before: Dict[str, float], after: Dict[str, float]) -> Dict[str, float]:
-    """Percent change of each constant."""
-    return {k: 100.0 * (after[k] / before[k] - 1.0) for k in after if before.get(k)}
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ipuexp.calibration import Row, family, register_runs
+from ipuexp.calibration import Row, register_runs
 from ipuexp.validation.fit import Case, predict
 
 COLUMNS = ("id", "overrides", "measured_samples_per_s")
@@ -184,11 +184,3 @@ def prepare(measurements: Sequence[Measurement], constants: Dict[str, float], ke
             continue
         usable.append(MeasuredCase(m, case, before, max(i.total_bytes for i in memory.ipus)))
     return usable, left
-
-
-def families(cases: Sequence[MeasuredCase]) -> List[str]:
-    out: List[str] = []
-    for c in cases:
-        if family(c.case.row.model) not in out:
-            out.append(family(c.case.row.model))
-    return out
