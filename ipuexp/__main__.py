@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, List, Optional
 
 if TYPE_CHECKING:
@@ -63,7 +64,31 @@ def _axis(override: Any) -> List[str]:
     if override.is_interval_sweep():
         value = override.value()
         return [f"{key}={value.start}", f"{key}={value.end}"]
-    return [f"{key}={v}" for v in override.sweep_string_iterator()]
+    values = [f"{key}={v}" for v in override.sweep_string_iterator()]
+    if not values:
+        raise ConfigError(key, override.input_line.split("=", 1)[-1], "allowed: a sweep of at least one value (range(a,b) "
+                          "needs b > a for a positive step, b < a for a negative one)")
+    return values
+
+
+def check_outputs(cfg: ConfigNode, multirun: bool) -> None:
+    """Where the run writes, checked before it starts (seconds, not after the work): the run or sweep folder can
+    be written, and the tracking store opens within ``tracking.timeout_s``."""
+    from ipuexp.config.checks import check_writable
+
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    node = cfg.hydra.sweep if multirun else cfg.hydra.run
+    try:
+        folder = str(node.dir)
+    except Exception:  # an interpolation only a running job resolves: the fixed part before it
+        folder = str(node._get_node("dir")._value()).split("${", 1)[0] or "."
+    check_writable(key, folder)
+    if cfg.tracking.enabled:
+        from ipuexp.tracking.probe import check_store
+        from ipuexp.tracking.store import absolute_uri, tracking_uri
+
+        uri = absolute_uri(tracking_uri(None) if cfg.tracking.uri is None else str(cfg.tracking.uri), Path.cwd())
+        check_store("tracking.uri", cfg.tracking.uri or uri, uri, float(cfg.tracking.timeout_s))
 
 
 def sweep_points(overrides: List[str]) -> List[List[str]]:
@@ -71,8 +96,15 @@ def sweep_points(overrides: List[str]) -> List[List[str]]:
     to each of its other values (``a=1,2 b=x,y`` gives ``a=1 b=x``, ``a=2 b=x``, ``a=1 b=y``). An interval
     (``interval(0.1,0.4)``, for an optimisation sweeper) is tried at both ends."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
 
-    axes = [_axis(ov) for ov in OverridesParser.create().parse_overrides(overrides)]
+    from ipuexp.config.errors import unparsable
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except OverrideParseException as exc:
+        raise unparsable(exc.override, exc.message) from None
+    axes = [_axis(ov) for ov in parsed]
     first = [axis[0] for axis in axes]
     return [first] + [first[:i] + [value] + first[i + 1:] for i, axis in enumerate(axes) for value in axis[1:]]
 
@@ -120,6 +152,7 @@ def main(argv: Optional[List[str]] = None) -> None:
             # schema rejects stops the sweep here. A rule broken by one combination fails that job alone.
             first, *others = sweep_points(overrides) if _is_multirun(argv) else [overrides]
             cfg = preflight(first)
+            check_outputs(cfg, _is_multirun(argv))
             if _is_multirun(argv):
                 from ipuexp.runner.placement import check_launcher
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -102,19 +103,63 @@ def check_name(name: str) -> None:
                          f"not {SHIPPED!r}")
 
 
-def save(cal: UserCalibration, directory: Optional[Path] = None) -> Path:
-    """Write ``NAME.yaml`` whole or not at all (a temporary file renamed into place)."""
+class NameTaken(FileExistsError):
+    """``NAME.yaml`` appeared while this calibration was being fitted (another ``calibrate --name NAME``)."""
+
+
+def save(cal: UserCalibration, directory: Optional[Path] = None, overwrite: bool = True) -> Path:
+    """Write ``NAME.yaml`` whole or not at all: a temporary file of this process's own, then a rename. Without
+    ``overwrite`` the rename is a hard link that fails (NameTaken) when the name was taken meanwhile, so two
+    writers never replace each other's file; the temporary file is removed on any failure (a full disk too)."""
+    import tempfile
+
     from omegaconf import OmegaConf
 
     path = path_of(cal.name, directory)
     path.parent.mkdir(parents=True, exist_ok=True)
     header = (f"# ipuexp calibration {cal.name!r}: select it with calibration={cal.name}\n"
               f"# Written by: {cal.command}\n" if cal.command else f"# ipuexp calibration {cal.name!r}\n")
-    tmp = path.with_suffix(".yaml.tmp")
-    tmp.write_text(header + OmegaConf.to_yaml(OmegaConf.structured(cal)))
-    tmp.replace(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{cal.name}.", suffix=".yaml.tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(header + OmegaConf.to_yaml(OmegaConf.structured(cal)))
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            _claim(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     _load.cache_clear()
     return path
+
+
+def _claim(tmp: str, path: Path) -> None:
+    """Put ``tmp`` at ``path`` unless ``path`` exists, atomically: a hard link, or where the file system has none
+    an exclusive create of the name, then the rename over it."""
+    try:
+        os.link(tmp, path)
+        return
+    except FileExistsError:
+        raise NameTaken(f"{path} was written meanwhile") from None
+    except OSError:  # no hard links here (some network and FUSE file systems)
+        pass
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        raise NameTaken(f"{path} was written meanwhile") from None
+    os.replace(tmp, path)
+
+
+def free_name(name: str, directory: Optional[Path] = None) -> str:
+    """``NAME-2``, ``NAME-3``, ...: the first calibration name not taken, to keep a fit whose name was taken."""
+    n = 2
+    while path_of(f"{name}-{n}", directory).exists():
+        n += 1
+    return f"{name}-{n}"
 
 
 class CalibrationError(ValueError):
@@ -146,12 +191,38 @@ def _load(path: str, _mtime: int) -> UserCalibration:
     from omegaconf import OmegaConf
 
     cal = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(UserCalibration), OmegaConf.load(path)))
+    check(cal)
+    return cal
+
+
+def check(cal: UserCalibration) -> None:
+    """What a calibration file must hold to predict with (ValueError naming the first key that does not): known
+    constants, each a finite number inside its physical range (``fitted.FITTED``), and the residuals that the error
+    bands under it come from. Checked when the file is loaded, so a run, sweep or plan refuses it before it starts."""
     from ipuexp.calibration.fitted import FITTED
 
     unknown = sorted(set(cal.constants) - set(FITTED))
     if unknown or not cal.constants:
         raise ValueError(f"constants must be among {', '.join(FITTED)}; found {', '.join(cal.constants) or 'none'}")
-    return cal
+    for key, value in cal.constants.items():
+        low, high = FITTED[key]
+        if not _number(value) or not low * (1 - 1e-9) <= value <= high * (1 + 1e-9):
+            raise ValueError(f"constants.{key}={value!r} is invalid: allowed: a number in [{low:g}, {high:g}] (its "
+                             "physical range, ipuexp.calibration.fitted.FITTED)")
+    for key, value in cal.replaced.items():
+        if not _number(value) or value <= 0:
+            raise ValueError(f"replaced.{key}={value!r} is invalid: allowed: a number > 0")
+    if not cal.residuals:
+        raise ValueError("residuals=[] is invalid: allowed: the leave-one-out residuals python -m ipuexp.calibrate "
+                         "writes (the error bands come from them; the file was cut off or edited?)")
+    for i, r in enumerate(cal.residuals):
+        if not math.isfinite(r.loo_error_pct) or r.ipus < 1 or r.micro_batch < 1 or r.grad_accum < 1:
+            raise ValueError(f"residuals[{i}]={r.id!r} is invalid: allowed: a finite loo_error_pct and ipus, "
+                             "micro_batch, grad_accum >= 1")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def residuals_for(name: Optional[str]) -> Optional[Tuple[Residual, ...]]:

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import math
+import re
 from enum import Enum
-from typing import Any, List, Sequence
+from pathlib import Path
+from typing import Any, List, Optional, Sequence
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -60,3 +62,35 @@ def one_of(cfg: AnyConfig, key: str, allowed: Sequence[str], why: str = "") -> s
 
 def is_power_of_two(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
+
+
+TRACKING_SCHEMES = ("file", "sqlite", "postgresql", "mysql", "mssql", "http", "https", "databricks")
+"""Store URI schemes MLflow's tracking client accepts (file and database stores, tracking servers, Databricks)."""
+
+
+def check_uri(key: str, uri: Any) -> None:
+    """A tracking URI (``tracking.uri``, a command's ``--uri``): a path, or a URI with a scheme MLflow can open and
+    what that scheme needs (``sqlite:///FILE``, a server's host)."""
+    if uri is None:
+        return
+    text = str(uri)
+    head, sep, rest = text.partition(":")
+    scheme = head.split("+", 1)[0].lower() if sep and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", head) else "file"
+    allowed = f"allowed: a path or a URI with scheme {' | '.join(TRACKING_SCHEMES)}"
+    if not text.strip() or "\0" in text or scheme not in TRACKING_SCHEMES:
+        raise ConfigError(key, uri, allowed)
+    if scheme == "sqlite" and (not rest.startswith("///") or len(rest) <= 3):
+        raise ConfigError(key, uri, "allowed: sqlite:///FILE (relative to here) or sqlite:////ABSOLUTE/FILE")
+    if scheme in ("http", "https") and not rest.startswith("//") or scheme in ("http", "https") and not rest[2:]:
+        raise ConfigError(key, uri, f"allowed: {scheme}://HOST[:PORT] (a tracking server's address)")
+
+
+def check_writable(key: str, folder: Optional[Any], why: str = "") -> None:
+    """A folder a command writes into: one line now, not a traceback after the work."""
+    from ipuexp.data.paths import unwritable
+
+    if folder is None:
+        return
+    reason = unwritable(Path(str(folder)))
+    if reason:
+        raise ConfigError(key, str(folder), f"allowed: a folder that can be written ({reason}){why}")

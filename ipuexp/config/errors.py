@@ -19,8 +19,11 @@ def from_omegaconf(exc: Exception, overrides: Optional[Dict[str, str]] = None) -
     ``overrides`` maps override keys to their command-line values, so the message can show what the user typed.
     """
     overrides = overrides or {}
-    from hydra.errors import MissingConfigException
+    from hydra.errors import MissingConfigException, OverrideParseException
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
+    if isinstance(exc, OverrideParseException):
+        return unparsable(exc.override, exc.message)
 
     if isinstance(exc, MissingConfigException):
         group, _, name = (exc.missing_cfg_file or "?").rpartition("/")
@@ -44,4 +47,17 @@ def from_omegaconf(exc: Exception, overrides: Optional[Dict[str, str]] = None) -
         if inner.key != "?":
             return inner
     text = " ".join(str(exc).split())
+    if "requires --multirun" in text:
+        text = "allowed: one value; a sweep needs -m (--multirun)"
+    for key, value in overrides.items():  # the override the message quotes, as typed
+        if f"{key}={value}" in str(exc):
+            return ConfigError(key, value, text)
     return ConfigError("?", None, text)
+
+
+def unparsable(override: str, message: str) -> ConfigError:
+    """An override that Hydra's grammar does not parse, named as typed (``KEY=VALUE``, or the whole text)."""
+    key, sep, value = str(override).partition("=")
+    why = " ".join(str(message).split()).split(" See https://hydra.cc", 1)[0]
+    allowed = f"allowed: KEY=VALUE in Hydra's override grammar ({why}; quote a value that holds , [ ] ( ) or =)"
+    return ConfigError(key, value, allowed) if sep else ConfigError("override", override, allowed)

@@ -280,6 +280,10 @@ class TrackingConfig:
     ui_url: Optional[str] = None
     """Address of the MLflow UI that a sweep's links open; default the tracking server, or ``mlflow ui``'s
     http://127.0.0.1:5000 for a local store (set it when the UI serves another port: ``mlflow ui --port 5001``)."""
+    timeout_s: float = 10.0
+    """How long the store may take to answer: it is probed before the job starts (a file that cannot be opened, a
+    server that does not answer is one line after at most this long), and bounds each request to a tracking server
+    (``MLFLOW_HTTP_REQUEST_TIMEOUT``, one retry)."""
 
 
 @dataclass

@@ -19,7 +19,8 @@ from typing import Any, Callable, List, Optional
 from omegaconf import DictConfig
 
 from ipuexp.config import schema
-from ipuexp.config.checks import Warnings, int_at_least, is_int, is_number, one_of, plain, positive, value_at
+from ipuexp.config.checks import (Warnings, check_uri, int_at_least, is_int, is_number, one_of, plain, positive,
+                                  value_at)
 from ipuexp.config.errors import ConfigError
 from ipuexp.config.validate_pipeline import check_model, check_pipeline
 from ipuexp.data.paths import resolve_path
@@ -229,17 +230,9 @@ def _mnist_file(folder: Path, suffix: str) -> Optional[Path]:
     return None
 
 
-# Store URI schemes MLflow's tracking client accepts (file and database stores, tracking servers, Databricks).
-TRACKING_SCHEMES = ("file", "sqlite", "postgresql", "mysql", "mssql", "http", "https", "databricks")
-
-
 def _check_tracking_runner(cfg: ConfigNode, w: Warnings) -> None:
-    uri = value_at(cfg, "tracking.uri")
-    if uri is not None:
-        scheme = str(uri).split("://", 1)[0].split("+", 1)[0] if "://" in str(uri) else "file"
-        if scheme not in TRACKING_SCHEMES:
-            raise ConfigError("tracking.uri", uri,
-                              f"allowed: a path or a URI with scheme {' | '.join(TRACKING_SCHEMES)}")
+    check_uri("tracking.uri", value_at(cfg, "tracking.uri"))
+    positive(cfg, "tracking.timeout_s", " (seconds the tracking store may take to answer)")
     ui = value_at(cfg, "tracking.ui_url")
     if ui is not None and not str(ui).startswith(("http://", "https://")):
         raise ConfigError("tracking.ui_url", ui, "allowed: null or the UI's address, e.g. http://127.0.0.1:5001")

@@ -27,3 +27,26 @@ def launch_dir() -> Path:
     if HydraConfig.initialized():
         return Path(HydraConfig.get().runtime.cwd)
     return Path.cwd()
+
+
+def unwritable(folder: Path) -> Optional[str]:
+    """Why files cannot be written into ``folder``, or None. A folder that does not exist yet is judged by the
+    nearest one above it that does (where it would be made); an existing one by creating and removing a probe file,
+    so a read-only disk or a missing permission is found in milliseconds, before any long work, and nothing is left
+    behind."""
+    import tempfile
+
+    p = Path(os.path.expanduser(str(folder)))
+    p = p if p.is_absolute() else Path.cwd() / p
+    probe = p
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{probe} is not a folder"
+    try:
+        fd, name = tempfile.mkstemp(prefix=".ipuexp-probe-", dir=probe)
+    except OSError as err:
+        return f"{probe} cannot be written ({err.strerror or err})"
+    os.close(fd)
+    os.unlink(name)
+    return None

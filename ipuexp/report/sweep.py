@@ -110,7 +110,7 @@ class Sweep:
 def load(uri: str, experiment: str, sweep: str = "all") -> Sweep:
     """Read FINISHED job runs of ``experiment``: ``sweep`` is ``all`` (latest run per config hash), ``latest``
     (the newest sweep's children) or a parent run id."""
-    from ipuexp.tracking.store import client, retry
+    from ipuexp.tracking.store import client, quoted, retry
     from ipuexp.tracking.sweep import PARENT_TAG, SWEEP_KEY_TAG
 
     c = client(uri)
@@ -127,7 +127,7 @@ def load(uri: str, experiment: str, sweep: str = "all") -> Sweep:
             if not parents:
                 raise ReportError(f"sweep=latest: experiment {experiment!r} has no sweep (multirun) runs")
             parent = parents[0].info.run_id
-        filters.append(f"tags.`{PARENT_TAG}` = '{parent}'")
+        filters.append(f"tags.`{PARENT_TAG}` = {quoted(parent)}")
     runs = _search_all(c, exp.experiment_id, " and ".join(filters))
     latest: Dict[str, Any] = {}
     for run in sorted(runs, key=lambda r: r.info.start_time):

@@ -84,6 +84,17 @@ def sqlite_path(uri: str) -> Optional[Path]:
     return None
 
 
+def quoted(value: str) -> str:
+    """``value`` as a string literal of MLflow's search filter, which has quotes but no escapes: in single quotes,
+    or in double quotes when it holds a single quote; a value holding both cannot be searched for (ValueError)."""
+    text = str(value)
+    if "'" not in text:
+        return f"'{text}'"
+    if '"' not in text:
+        return f'"{text}"'
+    raise ValueError(f"{text!r} holds both quote characters, which an MLflow search filter cannot express")
+
+
 def experiment_name(cfg: AnyConfig) -> str:
     """``tracking.experiment``, else the recipe name, else the model name."""
     return str(cfg.tracking.experiment or cfg.recipe or model_label(cfg.model))

@@ -10,6 +10,7 @@ run, sweep or plan. Bad input is one line and exit code 2; a failed fit is one l
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import shlex
 import sys
@@ -47,25 +48,30 @@ def parse(argv: List[str]) -> argparse.Namespace:
 def main(argv: Optional[List[str]] = None) -> int:
     raw = list(sys.argv[1:] if argv is None else argv)
     args = parse(raw)
-    from ipuexp.calibration.user import check_name, path_of
-    from ipuexp.validation.measured import MeasurementError, read_csv, read_mlflow
+    from ipuexp.calibration.user import ENV, calibration_dir, check_name, path_of
+    from ipuexp.config.checks import check_uri, check_writable
+    from ipuexp.validation.measured import read_csv, read_mlflow
 
     try:
         check_name(args.name)
         if (args.file is None) == (args.from_mlflow is None):
             raise ValueError("give one source of measured runs: FILE.csv or --from-mlflow EXPERIMENT")
+        check_uri("--uri", args.uri)
+        check_writable(ENV, calibration_dir(), " where the calibration is written; unset: ./calibration")
         target = path_of(args.name)
         if target.exists() and not args.overwrite:
             raise ValueError(f"--name={args.name!r}: {target} exists; --overwrite replaces it")
         if args.from_mlflow:
+            from ipuexp.tracking.probe import check_store
             from ipuexp.tracking.store import absolute_uri, tracking_uri
 
             uri = absolute_uri(args.uri, Path.cwd()) if args.uri else tracking_uri(None)
+            check_store("--uri", args.uri or uri, uri)
             measurements = read_mlflow(args.from_mlflow, uri)
         else:
             measurements = read_csv(args.file)
         recipes = [_recipe(name) for name in args.recipe]
-    except (ValueError, MeasurementError) as err:
+    except ValueError as err:  # MeasurementError and ConfigError too
         print(f"ipuexp.calibrate: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     return _calibrate(args, measurements, recipes, target, raw)
@@ -86,7 +92,7 @@ def _calibrate(args: argparse.Namespace, measurements: Sequence[Any], recipes: S
     from rich.console import Console
 
     from ipuexp.calibration import load_rows, unpredicted
-    from ipuexp.calibration.user import MeasuredRow, UserCalibration, save
+    from ipuexp.calibration.user import MeasuredRow, NameTaken, UserCalibration, free_name, save
     from ipuexp.validation.calibrate import FitFailed, refit
     from ipuexp.validation.command import load_config
     from ipuexp.validation.fit import FITTED, prepare
@@ -120,7 +126,18 @@ def _calibrate(args: argparse.Namespace, measurements: Sequence[Any], recipes: S
               for line in result.mine if line.measured],
         created=datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         command="python -m ipuexp.calibrate " + " ".join(shlex.quote(a) for a in raw))
-    path = save(cal, target.parent)
+    try:
+        path = save(cal, target.parent, overwrite=args.overwrite)
+    except NameTaken:
+        kept = save(dataclasses.replace(cal, name=free_name(args.name, target.parent)), target.parent, False)
+        print(f"ipuexp.calibrate: --name={args.name!r} is invalid: {target} was written by another process during "
+              f"this fit; allowed: --overwrite to replace it; this fit is kept as {kept} (calibration={kept.stem})",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as err:
+        print(f"ipuexp.calibrate: {target} cannot be written ({err.strerror or err}); nothing written",
+              file=sys.stderr)
+        return EXIT_FIT_FAILED
     show.written(console, path, args.name, recipes)
     return 0
 

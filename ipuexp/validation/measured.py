@@ -69,23 +69,41 @@ def read_csv(path: Path) -> List[Measurement]:
     """The rows of a measurement CSV (columns ``COLUMNS``, optionally ``OPTIONAL_COLUMNS``)."""
     if not path.is_file():
         raise MeasurementError(f"{path}: no such file")
-    with open(path, newline="") as f:
+    try:
+        return _rows(path)
+    except UnicodeDecodeError as err:
+        raise MeasurementError(f"{path}: byte {err.start} ({err.object[err.start:err.start + 1]!r}) is not UTF-8; "
+                               "allowed: a CSV file encoded as UTF-8") from None
+    except OSError as err:
+        raise MeasurementError(f"{path}: cannot be read ({err.strerror or err})") from None
+
+
+def _rows(path: Path) -> List[Measurement]:
+    with open(path, newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(f)
-        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise MeasurementError(f"{path}: missing column {', '.join(missing)}; the columns are "
-                                   f"{', '.join(COLUMNS)} and optionally {', '.join(OPTIONAL_COLUMNS)}")
-        out: List[Measurement] = []
-        for n, r in enumerate(reader, start=2):
-            where = f"{path.name} line {n}"
-            rid = (r["id"] or "").strip()
-            if not rid:
-                raise MeasurementError(f"{where}: id is empty")
-            memory = (r.get("measured_ipu_memory_bytes") or "").strip()
-            out.append(Measurement(rid, tuple(_split(r["overrides"] or "", where)),
-                                   _number(r["measured_samples_per_s"], where, "measured_samples_per_s"),
-                                   int(_number(memory, where, "measured_ipu_memory_bytes")) if memory else None,
-                                   where))
+        try:
+            return _parse(path, reader)
+        except csv.Error as err:
+            raise MeasurementError(f"{path}: not readable as CSV ({err}); allowed: a UTF-8 CSV file with the "
+                                   f"columns {', '.join(COLUMNS)}") from None
+
+
+def _parse(path: Path, reader: "csv.DictReader[str]") -> List[Measurement]:
+    missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise MeasurementError(f"{path}: missing column {', '.join(missing)}; the columns are "
+                               f"{', '.join(COLUMNS)} and optionally {', '.join(OPTIONAL_COLUMNS)}")
+    out: List[Measurement] = []
+    for n, r in enumerate(reader, start=2):
+        where = f"{path.name} line {n}"
+        rid = (r["id"] or "").strip()
+        if not rid:
+            raise MeasurementError(f"{where}: id is empty")
+        memory = (r.get("measured_ipu_memory_bytes") or "").strip()
+        out.append(Measurement(rid, tuple(_split(r["overrides"] or "", where)),
+                               _number(r["measured_samples_per_s"], where, "measured_samples_per_s"),
+                               int(_number(memory, where, "measured_ipu_memory_bytes")) if memory else None,
+                               where))
     if not out:
         raise MeasurementError(f"{path}: no rows")
     _unique(out)

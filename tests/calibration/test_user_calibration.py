@@ -95,3 +95,87 @@ def test_tags_name_the_calibration_and_hash_its_constants():
     assert tags == {"calibration": "mine", "calibration_hash": cal.digest}
     assert user.tag_of(None, cal.replaced)["calibration"] == "shipped"
     assert user.tag_of(None, cal.replaced)["calibration_hash"] != cal.digest
+
+
+@pytest.mark.parametrize("value", [0.0, -0.5, float("nan"), float("inf"), 7.0])
+def test_a_constant_outside_its_physical_range_is_refused_when_loaded(cal_dir, value):
+    from ipuexp.calibration.fitted import FITTED
+
+    user.save(_calibration(amp=0.5))
+    path = cal_dir / "mine.yaml"
+    path.write_text(path.read_text().replace("amp_efficiency: 0.5", f"amp_efficiency: {value}", 1))
+    with pytest.raises(user.CalibrationError) as err:
+        user.load("mine")
+    text = str(err.value)
+    low, high = FITTED["amp_efficiency"]
+    assert "\n" not in text and "constants.amp_efficiency=" in text and f"[{low:g}, {high:g}]" in text
+
+
+def test_a_file_without_its_residuals_is_refused_when_loaded(cal_dir):
+    user.save(_calibration())
+    path = cal_dir / "mine.yaml"
+    text = path.read_text()
+    path.write_text(text[:text.index("residuals:")])  # cut off where the residuals begin
+    with pytest.raises(user.CalibrationError) as err:
+        user.load("mine")
+    assert "residuals=[] is invalid" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_bad_calibration_stops_a_run_before_it_starts(cal_dir):
+    from ipuexp.config.compose import compose_config
+
+    user.save(_calibration(amp=0.5))
+    path = cal_dir / "mine.yaml"
+    path.write_text(path.read_text().replace("host_step_s: 0.05", "host_step_s: 0.0", 1))
+    with pytest.raises(ConfigError) as err:
+        compose_config(["+recipe=bert_base", "calibration=mine"])
+    assert "calibration='mine' is invalid" in str(err.value) and "constants.host_step_s=0.0" in str(err.value)
+
+
+def test_save_without_overwrite_refuses_a_name_taken_meanwhile(cal_dir):
+    first = user.save(_calibration(amp=0.5), overwrite=False)
+    with pytest.raises(user.NameTaken):
+        user.save(_calibration(amp=0.6), overwrite=False)
+    assert user.load("mine").constants["amp_efficiency"] == 0.5
+    assert first.exists() and not list(cal_dir.glob("*.tmp")) and not list(cal_dir.glob(".*"))
+    assert user.free_name("mine") == "mine-2"
+
+
+def _save_in_child(directory: str, amp: float, queue) -> None:
+    try:
+        user.save(_calibration(amp=amp), __import__("pathlib").Path(directory), overwrite=False)
+        queue.put(("saved", amp))
+    except user.NameTaken:
+        queue.put(("taken", amp))
+
+
+def test_two_writers_of_one_name_never_replace_each_other(tmp_path):
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    for attempt in range(5):
+        folder = tmp_path / str(attempt)
+        queue = ctx.Queue()
+        procs = [ctx.Process(target=_save_in_child, args=(str(folder), amp, queue)) for amp in (0.5, 0.6)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        outcomes = sorted(queue.get(timeout=5) for _ in procs)
+        saved = [amp for what, amp in outcomes if what == "saved"]
+        assert len(saved) == 1, outcomes  # one wrote the name, the other was told
+        assert user.load("mine", folder).constants["amp_efficiency"] == saved[0]
+        assert [p.name for p in folder.iterdir()] == ["mine.yaml"]  # no temporary file of either
+
+
+def test_a_failed_write_leaves_no_temporary_file(cal_dir, monkeypatch):
+    import errno
+    import os
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError):
+        user.save(_calibration())
+    assert list(cal_dir.iterdir()) == []
