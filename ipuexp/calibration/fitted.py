@@ -10,6 +10,7 @@ FITTED: Dict[str, Tuple[float, float]] = {
     "compute_set_cycles": (1.0, 5000.0),
     "gw_step_latency_s": (1e-6, 1e-4),
     "host_step_s": (1e-4, 1.0),
+    "popart_step_s": (1e-4, 1.0),
 }
 """Constants fitted to the calibration rows, with the physical range each may take (at most 7: hardware- and
 host-software-level, shared by Mk2 and Bow)."""
@@ -19,7 +20,8 @@ PRIORS: Dict[str, float] = {
     "vector_efficiency": 0.3,
     "compute_set_cycles": 1000.0,
     "gw_step_latency_s": 5e-6,
-    "host_step_s": 0.03,
+    "host_step_s": 0.04,
+    "popart_step_s": 0.04,
 }
 """Where every fit is drawn to (weakly, ``PRIOR_WEIGHT``) and where every held-out fit starts: a constant the
 remaining rows cannot determine (the GW-Link step when no multi-rack row is left) stays near this value, and no
@@ -27,4 +29,7 @@ held-out fit inherits the in-sample one. amp_efficiency:
 most of the AMP peak; vector_efficiency: PopLibs element-wise vertices reach about 1/4 of the load path at best
 (Jia et al. 2019 on compiler-generated loops), of which a share; compute_set_cycles: a global sync and a
 6-worker launch are about 600 + 300 cycles; gw_step_latency_s: one 100 GbE RoCE hop and a cross-rack sync, a few
-microseconds."""
+microseconds; host_step_s: Optimum Graphcore's two notebook runs of one 12-layer model at GA 16 and GA 64 (64 and
+256 samples per host call, 139.5 and 264 ms per call) leave 25-60 ms per host call beyond the pipeline and its fill
+and drain (docs/emulator.md, "The host call"); popart_step_s: the same OptimizerFromHost run and step loop, from
+PopART's side, with no public figure of its own, so the same prior."""

@@ -40,6 +40,7 @@ ENUMS = {
     "options.partials_type": schema.PartialsType,
     "options.recomputation.mode": schema.RecomputationMode,
     "options.pipeline.schedule": schema.Schedule,
+    "options.pipeline.auto_stage": schema.AutoStage,
     "options.output_mode": schema.OutputMode,
     "options.reduction_type": schema.ReductionType,
     "optimizer.name": schema.Optimizer,

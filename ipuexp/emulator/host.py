@@ -3,7 +3,8 @@
 A host call runs ``device_iterations`` weight updates (training). Besides the device's work it costs the Poplar
 runtime's round trip (``host_latency_s``) and, in a PopTorch training loop, the loop's own work per call
 (``host_step_s``: the model call's host side and the ``setOptimizer`` that Graphcore's PopTorch applications and
-Optimum Graphcore's Trainer make after every step); both are shared by the device iterations of the call (PopTorch
+Optimum Graphcore's Trainer make after every step; in a PopART loop ``popart_step_s``: ``session.run``'s host side
+and the ``updateOptimizerFromHost`` after every step); both are shared by the device iterations of the call (PopTorch
 pipelining tutorial: "increasing deviceIterations improves efficiency by reducing the number of interactions
 between the host CPU and the IPU"). The input of each micro-batch crosses the host link while the pipeline runs,
 overlapped by IO tiles where the schedule allows, and each host process prepares its replicas' buffers one after
@@ -21,16 +22,22 @@ from ipuexp.execution.hardware import TileContext
 from ipuexp.graph.types import Graph
 
 POPTORCH_LOOPS = ("poptorch", "optimum")
-"""``host.framework`` values whose loop calls a PopTorch model and ``setOptimizer`` once per host call (PopART's
-BERT updates the optimizer only when its schedule changes; TensorFlow runs the loop on the device)."""
+"""``host.framework`` values whose loop calls a PopTorch model and ``setOptimizer`` once per host call."""
+POPART_LOOPS = ("popart",)
+"""``host.framework`` values whose loop calls ``session.run`` and ``updateOptimizerFromHost`` once per host call
+(Graphcore's PopART BERT and its MLPerf submissions: the learning rate schedule has an entry for every step,
+``bert_optimizer.py``). TensorFlow runs the loop on the device and pays neither."""
 
 
 def host_call_s(plan: ExecutionPlan) -> float:
     """Seconds one host call costs on top of the device's work."""
     cal = plan.rates.calibration
     seconds = cal.host_latency_s
-    if option_value(plan.host.framework) in POPTORCH_LOOPS:
+    framework = option_value(plan.host.framework)
+    if framework in POPTORCH_LOOPS:
         seconds += cal.host_step_s
+    elif framework in POPART_LOOPS:
+        seconds += cal.popart_step_s
     return seconds
 
 

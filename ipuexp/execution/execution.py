@@ -147,4 +147,5 @@ def plan_for(exp: ExperimentConfig, graph: Graph) -> ExecutionPlan:
     from ipuexp.graph.stages import assign_stages
 
     pipe = exp.options.pipeline
-    return build_plan(exp, assign_stages(graph.blocks, pipe.layers_per_ipu, pipe.device_mapping))
+    return build_plan(exp, assign_stages(graph.blocks, pipe.layers_per_ipu, pipe.device_mapping,
+                                         auto_increment=option_value(pipe.auto_stage) == "auto_increment"))

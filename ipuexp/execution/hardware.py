@@ -48,6 +48,11 @@ class Calibration:
     model call's host side and the LR schedule's ``setOptimizer`` after every step (PopTorch rebuilds the optimizer
     for every weight and runs the ``OptimizerFromHost`` program), and the Trainer's step under Optimum; the host's
     time, not the tile clock's."""
+    popart_step_s: float = 0.0
+    """Seconds of a PopART training loop's own work per host call (``host.framework`` popart): ``session.run``'s
+    host side, preparing the step's input arrays, and the ``updateOptimizerFromHost`` that Graphcore's MLPerf BERT
+    makes after every step (its learning rate changes every step): a second engine run that syncs every IPU of
+    the process; the host's time, not the tile clock's."""
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], generation: str) -> "Calibration":
@@ -68,7 +73,8 @@ class Calibration:
                   "gw_step_latency_s": (cal.gw_step_latency_s >= 0, ">= 0"),
                   "ring_step_supersteps": (cal.ring_step_supersteps >= 1, ">= 1"),
                   "hop_latency_s": (cal.hop_latency_s >= 0, ">= 0"),
-                  "host_step_s": (cal.host_step_s >= 0, ">= 0")}
+                  "host_step_s": (cal.host_step_s >= 0, ">= 0"),
+                  "popart_step_s": (cal.popart_step_s >= 0, ">= 0")}
         for name, (ok, allowed) in checks.items():
             if not ok:
                 raise ValueError(f"ipu.calibration.{name}={getattr(cal, name)!r} is invalid: allowed {allowed}")

@@ -17,8 +17,10 @@ def assign_stages(
     blocks: Sequence[BlockCapture],
     layers_per_ipu: Sequence[int],
     device_mapping: Optional[Sequence[int]] = None,
+    auto_increment: bool = False,
 ) -> List[Stage]:
-    """Split ``blocks`` into stages; the caller has validated that the layer counts add up."""
+    """Split ``blocks`` into stages; the caller has validated that the layer counts add up. ``auto_increment``:
+    PopTorch's ``AutoStage.AutoIncrement``, every block a stage of its own on the IPU its group has."""
     mapping = stage_mapping(layers_per_ipu, device_mapping)
     if not layers_per_ipu:
         return [Stage(index=0, ipu=mapping[0], blocks=list(blocks))]
@@ -42,4 +44,9 @@ def assign_stages(
             groups[-1 if head_stage else last_layer_stage].append(block)
         else:
             groups[current].append(block)
+    if auto_increment:
+        # PopTorch (enums.py, AutoStage): "AutoIncrement: the stage is incremented for every new Block", so each
+        # BeginBlock (here a captured block) starts a stage; the IPU stays the one its group was placed on.
+        placed = [(mapping[i], [b]) for i, g in enumerate(groups) for b in g]
+        return [Stage(index=i, ipu=ipu, blocks=g) for i, (ipu, g) in enumerate(placed)]
     return [Stage(index=i, ipu=mapping[i], blocks=g) for i, g in enumerate(groups)]

@@ -112,7 +112,7 @@ def convert(cfg: Mapping[str, Any], draft: Draft) -> Draft:
     draft.default("options.tensor_locations.optimizer_state.on_chip", True,
                   "options.py: --optimizer-state-offchip default False")
     draft.default("options.pipeline.schedule", "grouped", "bert.py: PopART's pipelining (one schedule)")
-    draft.set("host.framework", "popart", "PopART session.run per step; the optimizer is updated only when its schedule changes")
+    draft.set("host.framework", "popart", "PopART session.run per step, then updateOptimizerFromHost (the LR schedule has an entry for every step)")
     # bert.py bert_session_patterns: with recompute_checkpoint_every_layer (options.py default True) each encoder
     # layer's output is a recomputation checkpoint.
     if draft.values.get("options.recomputation.mode") == "pipeline":

@@ -86,8 +86,10 @@ class Evaluator:
         key = (layout, micro_batch)
         st = self._stages.get(key)
         if st is None:
+            auto = option_value(self.base.options.pipeline.auto_stage) == "auto_increment"
             st = self._stages[key] = assign_stages(self.graph(micro_batch).blocks, list(layout.layers_per_ipu),
-                                                   list(layout.device_mapping) if layout.device_mapping else None)
+                                                   list(layout.device_mapping) if layout.device_mapping else None,
+                                                   auto_increment=auto)
         return st
 
     def evaluate(self, c: Candidate) -> Outcome:

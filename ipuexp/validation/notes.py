@@ -24,6 +24,10 @@ _FIT_NOTES = {
                    "optimum): the model call's host side and the setOptimizer after every step (an "
                    "OptimizerFromHost run), the Trainer's step under Optimum (emulator/host.py); no public figure; "
                    "the host's time, not the tile clock's",
+    "popart_step_s": "seconds of a PopART training loop's own work per host call (host.framework popart): "
+                     "session.run's host side, the step's input arrays, and the updateOptimizerFromHost after every "
+                     "step when the learning rate changes each step (a second engine run over every IPU of the "
+                     "process; emulator/host.py); no public figure; the host's time, not the tile clock's",
 }
 PRIOR_NOTES = {
     "amp_grain": "prior, not fitted: input channels the AMP takes per pass at 16-bit inputs (8 at 32-bit): "
