@@ -115,12 +115,15 @@ def check_optimiser(cfg: ConfigNode, overrides: List[str]) -> None:
     sweeper = cfg.hydra.sweeper
     if not str(sweeper.get("_target_", "")).endswith("OptunaSweeper"):
         return
+    from ipuexp.runner.optuna_checks import check_settings
     from ipuexp.runner.optuna_space import directions, grid, space
 
+    check_settings(sweeper)
     directions(list(sweeper.objectives), sweeper.direction)
+    params = [f"{k}={v}" for k, v in (sweeper.params or {}).items()]
+    trial_space = space(params + [o for o in overrides if not o.startswith("hydra")])
     if str(sweeper.sampler.get("_target_", "")).endswith("GridSampler"):
-        params = [f"{k}={v}" for k, v in (sweeper.params or {}).items()]
-        grid(space(params + [o for o in overrides if not o.startswith("hydra")]).distributions)
+        grid(trial_space.distributions)
 
 
 def search_space_points(cfg: ConfigNode, first: List[str]) -> List[List[str]]:

@@ -8,6 +8,7 @@ every trial. This follows hydra-optuna-sweeper's mapping, on the distributions o
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Sequence
 
@@ -42,6 +43,9 @@ def _distribution(override: Any) -> Any:
     from hydra.core.override_parser.types import Transformer
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
+    from ipuexp.config.errors import ConfigError
+    from ipuexp.runner.optuna_checks import check_interval, check_steps
+
     if not override.is_sweep_override():
         return override.get_value_element_as_str()
     value = override.value()
@@ -50,24 +54,26 @@ def _distribution(override: Any) -> Any:
         choices = list(override.sweep_iterator(transformer=Transformer.encode))
         bad = [c for c in choices if not isinstance(c, (str, int, float, bool, type(None)))]
         if bad:
-            from ipuexp.config.errors import ConfigError
-
             raise ConfigError(key, bad[0], "allowed: str, int, float, bool or null values in a choice")
         return CategoricalDistribution(choices)
     if override.is_range_sweep():
+        shown = override.input_line.split("=", 1)[-1]
+        if value.step <= 0:  # Optuna's distributions step upwards
+            raise ConfigError(key, shown, "allowed: range(start, stop, step) with step > 0 and stop > start")
         if any(isinstance(v, float) for v in (value.start, value.stop, value.step)):
             # range() excludes its stop: the last value is the one below it
-            steps = int((value.stop - value.start) / value.step - 1e-9)
+            steps = math.floor((value.stop - value.start) / value.step - 1e-9)
+            check_steps(key, shown, steps + 1)
             return FloatDistribution(value.start, round(value.start + steps * value.step, 12), step=value.step)
         last = len(range(int(value.start), int(value.stop), int(value.step))) - 1
+        check_steps(key, shown, last + 1)
         return IntDistribution(int(value.start), int(value.start) + last * int(value.step), step=int(value.step))
     if override.is_interval_sweep():
         log = "log" in value.tags
+        check_interval(key, value.start, value.end, log)
         if isinstance(value.start, int) and isinstance(value.end, int):
             return IntDistribution(value.start, value.end, log=log)
         return FloatDistribution(float(value.start), float(value.end), log=log)
-    from ipuexp.config.errors import ConfigError
-
     raise ConfigError(key, override.get_value_element_as_str(), "allowed: choice, range or interval")
 
 
@@ -75,10 +81,17 @@ def space(arguments: Sequence[str]) -> Space:
     """The search space of the command line's overrides and ``hydra.sweeper.params`` (given first, so the
     command line wins)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
     from optuna.distributions import BaseDistribution
 
+    from ipuexp.config.errors import unparsable
+
     out = Space()
-    for override in OverridesParser.create().parse_overrides(list(arguments)):
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(arguments))
+    except OverrideParseException as exc:
+        raise unparsable(exc.override, exc.message) from None
+    for override in parsed:
         key = override.get_key_element()
         value = _distribution(override)
         out.distributions.pop(key, None)

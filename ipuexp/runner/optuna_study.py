@@ -37,7 +37,10 @@ def run_study(sweeper: Any, arguments: List[str]) -> None:
     ``hydra.sweeper.params`` and ``arguments``, then write its results and print the sweep's summary."""
     import optuna
 
+    from ipuexp.runner.optuna_checks import check_settings
+
     _plain_optuna_logging()
+    check_settings(sweeper)
     config = sweeper.config
     params = [f"{k}={v}" for k, v in (sweeper.params or {}).items()]
     trial_space = space(params + list(arguments))
