@@ -131,6 +131,8 @@ def _placement(draft: Draft, cfg: Mapping[str, Any]) -> None:
     if start not in (0, 1):
         raise refuse("encoder_start_ipu", start, "allowed: 0 or 1 (the embedding's IPU or the next one)")
     lpi = [0] * start + as_int_list("layers_per_ipu", cfg["layers_per_ipu"])
+    if any(n < 0 for n in lpi):
+        raise refuse("layers_per_ipu", cfg["layers_per_ipu"], "allowed: encoder layers per IPU, each >= 0")
     if sum(lpi) != int(draft.values.get("model.num_layers") or _layers(draft)):
         raise refuse("layers_per_ipu", cfg["layers_per_ipu"], f"allowed: layers summing to num_layers "
                      f"({cfg.get('num_layers')})")
@@ -171,12 +173,18 @@ def _halves_placement(draft: Draft, cfg: Mapping[str, Any]) -> None:
     key = "att_ffn_placement"
     placement = cfg[key]
     start = as_int("encoder_start_pipeline_stage", cfg.get("encoder_start_pipeline_stage", 1))
-    allowed = ("allowed: [[ipu, [attention halves, feed-forward halves]], ...] in pipeline order, the halves of "
-               "consecutive layers alternating (attention first) and adding up to num_layers each")
+    if start < 0:
+        raise refuse("encoder_start_pipeline_stage", start, "allowed: an integer >= 0 (the pipeline stages before "
+                     "the first encoder stage, which hold the embedding)")
+    allowed = ("allowed: [[ipu, [attention halves, feed-forward halves]], ...] in pipeline order, IPU indices and "
+               "counts >= 0, the halves of consecutive layers alternating (attention first) and adding up to "
+               "num_layers each")
     try:
         stages = [(int(ipu), int(att), int(ffn)) for ipu, (att, ffn) in placement]
     except (TypeError, ValueError):
         raise refuse(key, placement, allowed) from None
+    if not stages or any(min(stage) < 0 for stage in stages):
+        raise refuse(key, placement, allowed)
     halves, lpi, ipus = 0, [0] * start, [0] * start
     for ipu, att, ffn in stages:
         count = att + ffn
@@ -190,10 +198,13 @@ def _halves_placement(draft: Draft, cfg: Mapping[str, Any]) -> None:
     if halves != 2 * layers:
         raise refuse(key, placement, f"{allowed} ({layers} layers: {2 * layers} halves, not {halves})")
     note = f"{key}: {placement}, encoder_start_pipeline_stage: {start}"
+    first = ("; the embedding alone first, on IPU 0" if start == 1 else
+             f"; the embedding alone in the first {start} stages, on IPU 0" if start else
+             f"; the embedding in the first stage, with its halves, on IPU {ipus[0]}")
+    last = f"IPU {ipus[-1]}" + (", the embedding's" if ipus[-1] == 0 else "")
     draft.set("options.pipeline.split_layers", True, f"{key}: attention and feed-forward halves placed apart")
-    draft.set("options.pipeline.layers_per_ipu", lpi, note + " (halves per stage; the embedding alone first)")
-    draft.set("options.pipeline.device_mapping", ipus, note + " (the MLM and NSP heads in the last stage, on the "
-              "embedding's IPU 0)")
+    draft.set("options.pipeline.layers_per_ipu", lpi, note + f" (halves per stage{first})")
+    draft.set("options.pipeline.device_mapping", ipus, note + f" (the MLM and NSP heads in the last stage, on {last})")
 
 
 def _layers(draft: Draft) -> int:
