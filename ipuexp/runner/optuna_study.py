@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 SPACE_ATTR = "ipuexp.search_space"
 OBJECTIVES_ATTR = "ipuexp.objectives"
 """Study attributes a resumed study must match: its search space and objectives."""
+RERUN_ATTR = "ipuexp.rerun_of"
+"""Trial attribute of a trial queued again for one an interrupted run left RUNNING: that trial's number."""
 
 
 def run_study(sweeper: Any, arguments: List[str]) -> None:
@@ -137,7 +139,7 @@ def _resume(study: Any, trial_space: Space, objectives: Sequence[str], dirs: Seq
     for t in study.get_trials(deepcopy=False):
         if t.state == TrialState.RUNNING:
             study.tell(t.number, state=TrialState.FAIL)
-            study.enqueue_trial(t.params, user_attrs={"ipuexp.rerun_of": t.number})
+            study.enqueue_trial(t.params, user_attrs={RERUN_ATTR: t.number})
         elif t.state.is_finished():
             done += 1
     return done
@@ -172,6 +174,10 @@ def _overrides(trial: Any, trial_space: Space, extend: Any, config: ConfigNode) 
         raise ConfigError(key, trial_space.fixed[key], "allowed: a key either fixed or searched, not both")
     values: Dict[str, Any] = dict(trial.params)
     values.update(trial_space.fixed)
+    if RERUN_ATTR in trial.user_attrs:
+        # An interrupted run's trial: its job may have finished before the trial was told. The job then takes its
+        # figures from that FINISHED run in MLflow instead of evaluating the configuration again.
+        values.setdefault("tracking.skip_completed", "true")
     return tuple(f"{k}={v}" for k, v in values.items())
 
 

@@ -31,9 +31,10 @@ class SweepTracking(Callback):
             return
         from ipuexp.tracking import safety
         from ipuexp.tracking.identity import job_tags
-        from ipuexp.tracking.resume import command_key, lost_attempt, mark_attempt
+        from ipuexp.tracking.resume import (DRIVER_PROCESS_TAG, close_orphans, command_key, driver_process,
+                                            lost_attempt, mark_attempt)
         from ipuexp.tracking.runs import PARENT_TAGS
-        from ipuexp.tracking.store import client, experiment_id, experiment_name, tracking_uri
+        from ipuexp.tracking.store import client, experiment_id, experiment_name, retry, tracking_uri
         from ipuexp.tracking.sweep import open_parent, release_parent
 
         ctx.dir.mkdir(parents=True, exist_ok=True)
@@ -45,6 +46,11 @@ class SweepTracking(Callback):
         lost = lost_attempt(c, exp, key)
         parent = open_parent(c, exp, ctx, {k: tags[k] for k in PARENT_TAGS if k in tags}, driver=True)
         mark_attempt(c, parent, key, lost)
+        retry(c.set_tag, parent, DRIVER_PROCESS_TAG, driver_process())
+        closed = close_orphans(c, exp, key, parent)
+        if closed:
+            log.info(f"Closed {closed} parent run{'s' if closed > 1 else ''} of this command left RUNNING by a driver "
+                     "that was killed outright (now KILLED)")
         if lost is not None:
             log.info(f"Resuming the sweep that lost its Ray cluster (MLflow run {lost.info.run_id}): the points that "
                      "finished there are skipped")

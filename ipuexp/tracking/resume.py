@@ -106,3 +106,57 @@ def mark_attempt(c: Any, parent_id: str, key: str, lost: Optional[Any]) -> None:
             retry(c.delete_tag, parent_id, stale)
     if lost is not None and not (lost.info.run_id == parent_id and RESUMES_TAG in tags):
         retry(c.set_tag, parent_id, RESUMES_TAG, lost.info.run_id)
+
+
+DRIVER_PROCESS_TAG = "sweep_driver_process"
+"""Tag of a parent run its driver holds open: ``HOST:PID`` of that process, to tell a parent whose driver was killed
+outright (SIGKILL skips every cleanup) from one whose driver still runs."""
+
+
+def driver_process() -> str:
+    import os
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _gone(process: str) -> bool:
+    """True when ``HOST:PID`` names a process of this host that no longer runs (another host's cannot be told)."""
+    import os
+    import socket
+
+    host, _, pid = process.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's process
+        return False
+    return False
+
+
+def close_orphans(c: Any, experiment_id: str, key: str, parent_id: str) -> int:
+    """End the parent runs of earlier attempts of the same command (``key``) that their driver left RUNNING when
+    it was killed outright (``kill -9``): the parent and its children still RUNNING become KILLED, with the reason
+    in their ``error`` tag. Returns how many parents it closed."""
+    from ipuexp.tracking.identity import clip_tag
+    from ipuexp.tracking.store import quoted
+
+    runs = retry(c.search_runs, [experiment_id], max_results=1000,
+                 filter_string=f"tags.{COMMAND_TAG} = {quoted(key)} and attributes.status = 'RUNNING'")
+    why = ("its sweep's driver process ended without closing it (killed outright); closed when the same command "
+           "ran again")
+    closed = 0
+    for run in runs:
+        process = run.data.tags.get(DRIVER_PROCESS_TAG)
+        if run.info.run_id == parent_id or not process or not _gone(process):
+            continue
+        for child in children(c, experiment_id, run.info.run_id, "RUNNING", limit=50000):
+            retry(c.set_tag, child.info.run_id, "error", clip_tag(why))
+            retry(c.set_terminated, child.info.run_id, status="KILLED")
+        retry(c.set_tag, run.info.run_id, "error", clip_tag(why))
+        retry(c.set_terminated, run.info.run_id, status="KILLED")
+        closed += 1
+    return closed

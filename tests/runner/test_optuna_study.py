@@ -100,6 +100,22 @@ def test_a_stored_study_resumes_its_interrupted_trials(tmp_path: Path) -> None:
         optuna_study._resume(again, s, ["step_time_s"], ["minimize"])
 
 
+def test_a_rerun_trials_job_reads_a_finished_run_instead_of_evaluating_again(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    s = space(["x=choice(1,2,3)", "y=7"])
+    study = optuna.create_study(study_name="s", storage=storage, directions=["maximize"])
+    optuna_study._resume(study, s, ["throughput_samples_per_s"], ["maximize"])
+    fresh = study.ask()
+    assert "tracking.skip_completed=true" not in optuna_study._overrides(fresh, s, None, None)
+    again = optuna.load_study(study_name="s", storage=storage)  # the first run was killed with ``fresh`` RUNNING
+    optuna_study._resume(again, s, ["throughput_samples_per_s"], ["maximize"])
+    rerun = again.ask()
+    assert rerun.user_attrs[optuna_study.RERUN_ATTR] == fresh.number
+    overrides = optuna_study._overrides(rerun, s, None, None)
+    assert f"x={fresh.params['x']}" in overrides and "y=7" in overrides
+    assert "tracking.skip_completed=true" in overrides  # its job, if it finished, is not evaluated twice
+
+
 def _outcome(idx: int, overrides, tput: float) -> summary.Outcome:
     ret = JobReturn(overrides=overrides, status=JobStatus.COMPLETED)
     ret.return_value = {"throughput": {"samples_per_s": tput}}
