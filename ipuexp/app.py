@@ -7,7 +7,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ContextManager, List, Optional
+from typing import Any, ContextManager, Iterator, List, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -37,6 +37,7 @@ def evaluate(exp: ExperimentConfig, cache_dir: Optional[str] = None, with_events
     from ipuexp.calibration.user import residuals_for
     from ipuexp.emulator.memory import liveness_of, memory_figures, plan_ipus
     from ipuexp.emulator.model_figures import model_figures
+    from ipuexp.emulator.position import point_of
     from ipuexp.emulator.timing import analyse
     from ipuexp.emulator.timing import figures as throughput_figures
     from ipuexp.execution.execution import plan_for
@@ -51,10 +52,11 @@ def evaluate(exp: ExperimentConfig, cache_dir: Optional[str] = None, with_events
     throughput = throughput_figures(step)
     band = error_band(graph.model, len(plan.ipus) * plan.replicas, plan.micro_batch_size,
                       int(exp.options.gradient_accumulation), ipu=str(plan.ipu.name),
-                      residuals=residuals_for(exp.calibration))
+                      residuals=residuals_for(exp.calibration), point=point_of(exp.model, graph.model, plan, memory))
     if band is not None:
         throughput.error_band_pct = band.pct
         throughput.error_band_reasons = list(band.reasons)
+        throughput.extrapolated = band.extrapolated
     result = Result(recipe=exp.recipe, model=figures, fits=memory.fits, memory=memory, throughput=throughput)
     result.measured = measured_figures(exp, result)
     return Evaluation(result=result, liveness=liveness_of(ipu_plans), events=step.events)
@@ -133,6 +135,42 @@ def run_job(cfg: DictConfig, out_dir: str | Path = ".") -> Result | Skipped:
 
     Returns ``Skipped`` when the configuration already has a FINISHED run in MLflow and need not run again
     (``ipuexp.tracking.resume.already_completed``)."""
+    with open_job(cfg, out_dir) as job:
+        if isinstance(job, Skipped):
+            return job
+        exp, result = job.exp, job.result
+        if exp.engine.mode.value == "functional":
+            from ipuexp.training import run_functional
+            from ipuexp.training.checkpoint import latest
+
+            with _instances_driver(exp):
+                result.functional = run_functional(exp, tracker=job.run, out_dir=job.out,
+                                                   predicted_samples_per_s=result.throughput.samples_per_s)
+            ckpt = latest(job.out)
+            if ckpt is not None:
+                result.artifacts["checkpoint"] = str(ckpt.resolve())
+    return result
+
+
+@dataclass
+class OpenJob:
+    """A job between its prediction and its end (``open_job``): the body may add ``result.functional`` and log
+    per-step metrics to ``run``."""
+
+    exp: ExperimentConfig
+    result: Result
+    run: Any
+    out: Path
+
+
+@contextlib.contextmanager
+def open_job(cfg: DictConfig, out_dir: str | Path = ".", report_prediction: bool = False) -> Iterator[Any]:
+    """One job around its functional part: validate, evaluate, charts, the MLflow run open for the ``with`` block
+    (yields an :class:`OpenJob`, or ``Skipped`` as ``run_job`` returns it); on leaving, ``config.yaml`` and
+    ``result.json`` are written, the result logged and, outside a sweep, the report printed.
+
+    ``report_prediction`` writes and reports the prediction on entering instead (a PopTorch script prints it
+    before it trains; ``result.json`` is rewritten on leaving)."""
     from ipuexp.config.compose import apply_calibration, apply_imported_options
     from ipuexp.config.validate import validate
     from ipuexp.tracking import already_completed, track_job
@@ -144,7 +182,8 @@ def run_job(cfg: DictConfig, out_dir: str | Path = ".") -> Result | Skipped:
     if already_completed(cfg):
         log.info("skipped: this configuration already has a FINISHED run in MLflow (tracking.skip_completed=true, "
                  "or a re-run of a sweep that lost its Ray cluster)")
-        return _skipped(cfg) if optimising() else Skipped()
+        yield _skipped(cfg) if optimising() else Skipped()
+        return
     exp = OmegaConf.to_object(cfg)
     if exp.data.dataset == "mnist" or exp.data.path is not None:
         from ipuexp.data.paths import resolve_path
@@ -158,25 +197,24 @@ def run_job(cfg: DictConfig, out_dir: str | Path = ".") -> Result | Skipped:
         result = ev.result
         if charts:
             _save_charts(ev, out)
-        if exp.engine.mode.value == "functional":
-            from ipuexp.training import run_functional
-            from ipuexp.training.checkpoint import latest
-
-            with _instances_driver(exp):
-                result.functional = run_functional(exp, tracker=run, out_dir=out,
-                                                   predicted_samples_per_s=result.throughput.samples_per_s)
-            ckpt = latest(out)
-            if ckpt is not None:
-                result.artifacts["checkpoint"] = str(ckpt.resolve())
-        (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-        result.artifacts["config"] = str((out / "config.yaml").resolve())
-        path = out / "result.json"
-        result.artifacts["result"] = str(path.resolve())
-        path.write_text(json.dumps(result.to_dict(), indent=2))
-        run.log_result(result)
-    if not _in_sweep():
+        if report_prediction:
+            _write_result(result, out, cfg, run)
+            if not _in_sweep():
+                _report(result, out, run, cfg)
+        yield OpenJob(exp=exp, result=result, run=run, out=out)
+        _write_result(result, out, cfg, run)
+    if not _in_sweep() and not report_prediction:
         _report(result, out, run, cfg)
-    return result
+
+
+def _write_result(result: Result, out: Path, cfg: DictConfig, run: Any) -> None:
+    """``config.yaml`` and ``result.json`` into ``out``, the result into the MLflow run."""
+    (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    result.artifacts["config"] = str((out / "config.yaml").resolve())
+    path = out / "result.json"
+    result.artifacts["result"] = str(path.resolve())
+    path.write_text(json.dumps(result.to_dict(), indent=2))
+    run.log_result(result)
 
 
 RECORD_LOGGER = "ipuexp-record"

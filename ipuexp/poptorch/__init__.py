@@ -1,0 +1,50 @@
+"""PopTorch's public API on ipuexp: ``import ipuexp.poptorch as poptorch`` (or ``python -m ipuexp.poptorch
+SCRIPT``, which binds ``import poptorch`` to this module) runs a PopTorch script unchanged. The first model a
+script calls or compiles is captured as PopTorch splits it and predicted on the IPU system ipuexp emulates (the
+report of ``python -m ipuexp``, an MLflow run); every call then computes real numerics on the host."""
+from __future__ import annotations
+
+from ipuexp.poptorch import optim
+from ipuexp.poptorch.blocks import Block, BeginBlock, BlockFunction, removeBlocks
+from ipuexp.poptorch.dataloader import AsynchronousDataAccessor, DataLoader
+from ipuexp.poptorch.enums import (AutoStage, ConnectionType, DataLoaderMode, HalfFloatCastingBehavior, Liveness,
+                                   MatMulSerializationMode, MeanReductionStrategy, OutputMode, ReductionType,
+                                   SharingStrategy, SyncPattern)
+from ipuexp.poptorch.errors import UnsupportedError
+from ipuexp.poptorch.executor import PoplarExecutor, inferenceModel, trainingModel
+from ipuexp.poptorch.ops import (identity_loss, ipu_print_tensor, nop, recomputationCheckpoint,
+                                 set_available_memory)
+from ipuexp.poptorch.options import Options, TensorLocationSettings
+from ipuexp.poptorch.strategy import (ParallelPhasedExecution, PipelinedExecution, SerialPhasedExecution,
+                                      ShardedExecution, Stage)
+
+__version__ = "3.3.0+ipuexp"
+"""The PopTorch API version this module follows."""
+
+AnchorMode = OutputMode
+Error = RuntimeError
+
+
+def ipuHardwareIsAvailable(num_ipus: int = 1) -> bool:
+    """True: the script runs on the IPU system ipuexp emulates."""
+    return True
+
+
+def ipuHardwareVersion() -> int:
+    """2 (Mk2 and Bow IPUs)."""
+    return 2
+
+
+def setLogLevel(level: object) -> None:
+    """PopTorch's log level: ipuexp's own logging is unaffected."""
+
+
+__all__ = [
+    "AnchorMode", "AsynchronousDataAccessor", "AutoStage", "BeginBlock", "Block", "BlockFunction", "ConnectionType",
+    "DataLoader", "DataLoaderMode", "Error", "HalfFloatCastingBehavior", "Liveness", "MatMulSerializationMode",
+    "MeanReductionStrategy", "Options", "OutputMode", "ParallelPhasedExecution", "PipelinedExecution",
+    "PoplarExecutor", "ReductionType", "SerialPhasedExecution", "ShardedExecution", "SharingStrategy", "Stage",
+    "SyncPattern", "TensorLocationSettings", "UnsupportedError", "identity_loss", "inferenceModel",
+    "ipuHardwareIsAvailable", "ipuHardwareVersion", "ipu_print_tensor", "nop", "optim", "recomputationCheckpoint",
+    "removeBlocks", "setLogLevel", "set_available_memory", "trainingModel",
+]

@@ -1,0 +1,290 @@
+"""Capture a script's model as PopTorch splits it: one forward on meta tensors, each op in the block that was active
+when it ran (``Block``, ``BeginBlock``, ``BlockFunction``), then each block's backward on its own.
+
+A tensor an op reads from another block is cut there (the copy an IPU receives over IPU-Links): the reading block
+gets a fresh leaf in its place, so every block's backward stays inside the block, as in ipuexp's own capture
+(``ipuexp.graph.capture``), whose per-block records, saved-tensor accounting and ``Graph`` this fills in. Model
+inputs a later block reads travel along the blocks before it, as ipuexp's models pass their labels.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils.weak import WeakIdKeyDictionary
+
+from ipuexp.graph import types
+from ipuexp.graph.capture import _SavedTensors
+from ipuexp.graph.recorder import OpRecorder
+from ipuexp.graph.types import BlockCapture, Graph, OpRecord, TensorInfo
+from ipuexp.poptorch import ops
+from ipuexp.poptorch.blocks import listening
+
+IPU_INT = {torch.int64: "int32", torch.float64: "float32"}
+"""The IPU has no 64-bit types: PopTorch casts 64-bit inputs to 32 bits."""
+
+
+@dataclass
+class _BlockRun:
+    name: str
+    ipu_id: Optional[int]
+    recorder: OpRecorder
+    saved: _SavedTensors
+    inputs: List[torch.Tensor] = field(default_factory=list)
+    outputs: List[torch.Tensor] = field(default_factory=list)
+    travelling: List[torch.Tensor] = field(default_factory=list)
+    parameters: int = 0
+    parameter_tensors: int = 0
+    largest_parameter: int = 0
+    tied: int = 0
+    fwd: List[OpRecord] = field(default_factory=list)
+    op_count_fwd: int = 0
+    peak: int = 0
+
+
+@dataclass
+class SplitModel:
+    """A captured model: its graph and, per block in execution order, the IPU its annotation named."""
+
+    graph: Graph
+    ipu_ids: List[Optional[int]]
+    checkpoints: int
+
+    @property
+    def names(self) -> List[str]:
+        return [b.name for b in self.graph.blocks]
+
+
+class _Splitter(TorchFunctionMode):
+    """Puts every op into the current block and cuts tensors at block boundaries."""
+
+    def __init__(self, params: Dict[int, torch.Tensor], inputs: List[torch.Tensor], exclude: set) -> None:
+        super().__init__()
+        self.params = params
+        self.inputs = {id(t): t for t in inputs}
+        self.exclude = exclude
+        self.blocks: Dict[str, _BlockRun] = {}
+        self.current: Optional[_BlockRun] = None
+        self.open: List[_BlockRun] = []
+        self.producer = WeakIdKeyDictionary()
+        self.cut: Dict[Tuple[int, str], torch.Tensor] = {}
+        self.owner: Dict[int, str] = {}
+        self.auto_id = 0
+        self.keep: List[torch.Tensor] = []
+
+    # ---- the annotations (BlockListener) ---------------------------------------------------------------------
+    def begin(self, user_id: Optional[str], ipu_id: Optional[int], scoped: bool = False) -> None:
+        if user_id is None:
+            user_id = str(self.auto_id)
+            self.auto_id += 1
+        self._switch(str(user_id), ipu_id)
+        if scoped:
+            self.open.append(self.current)
+
+    def end(self) -> None:
+        """A ``with Block`` ends: its ops are done; what follows runs in the enclosing open block, if any, else
+        stays where it is."""
+        if self.open:
+            self.open.pop()
+        if self.open and self.open[-1] is not self.current:
+            self._switch(self.open[-1].name, self.open[-1].ipu_id)
+
+    def reset_auto_id(self) -> None:
+        self.auto_id = 0
+
+    def _switch(self, name: str, ipu_id: Optional[int]) -> None:
+        if self.current is not None and self.current.name == name:
+            return
+        if self.current is not None:
+            self.current.recorder.__exit__(None, None, None)
+        run = self.blocks.get(name)
+        if run is None and self.current is not None and self.current.name == "":
+            run = self.current  # ops before the first block join it
+            del self.blocks[""]
+            run.name, run.ipu_id = name, ipu_id
+            self.blocks[name] = run
+        elif run is None:
+            recorder = OpRecorder(self.exclude)
+            recorder.start("fwd", [])
+            run = self.blocks[name] = _BlockRun(name, ipu_id, recorder, _SavedTensors(self.exclude))
+        self.current = run
+        run.recorder.__enter__()
+
+    def start(self) -> None:
+        self._switch("", None)
+
+    def finish(self) -> None:
+        if self.current is not None:
+            self.current.recorder.__exit__(None, None, None)
+        if "" in self.blocks:  # a model without annotations is one block
+            run = self.blocks.pop("")
+            run.name = "model"
+            self.blocks[run.name] = run
+
+    # ---- every torch function --------------------------------------------------------------------------------
+    def __torch_function__(self, func: Any, types_: Any, args: Tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        run = self.current
+        if run is None:
+            return func(*args, **kwargs)
+        args, kwargs = tree_map(lambda v: self._receive(v, run), (args, kwargs))
+        out = func(*args, **kwargs)
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor) and t not in self.producer:
+                self.producer[t] = run.name
+        return out
+
+    def _receive(self, value: Any, run: _BlockRun) -> Any:
+        if not isinstance(value, torch.Tensor):
+            return value
+        key = id(value)
+        if key in self.params:
+            self._own(value, run)
+            return value
+        if key in self.inputs:
+            if not any(t is value for t in run.inputs):
+                run.inputs.append(value)
+                run.recorder._add_live(value)
+                run.recorder._update_peak()
+            return value
+        source = self.producer.get(value)
+        if source is None or source == run.name:
+            return value
+        cut = self.cut.get((key, run.name))
+        if cut is None:
+            cut = value.detach()
+            if value.is_floating_point() and value.requires_grad:
+                cut.requires_grad_(True)
+            self.cut[(key, run.name)] = cut
+            self.keep.append(value)
+            self.producer[cut] = run.name
+            run.inputs.append(cut)
+            sender = self.blocks[source]
+            if not any(t is value for t in sender.outputs):
+                sender.outputs.append(value)
+            run.recorder._add_live(cut)
+            run.recorder._update_peak()
+        return cut
+
+    def _own(self, param: torch.Tensor, run: _BlockRun) -> None:
+        owner = self.owner.get(id(param))
+        if owner is None:
+            self.owner[id(param)] = run.name
+            run.parameters += param.numel()
+            run.parameter_tensors += 1
+            run.largest_parameter = max(run.largest_parameter, param.numel())
+        elif owner != run.name and (id(param), run.name) not in self.cut:
+            self.cut[(id(param), run.name)] = param
+            run.tied += param.numel()
+
+    def pack(self, t: torch.Tensor) -> Any:
+        if self.current is not None:
+            self.current.saved.pack(t)
+        return t
+
+
+def _meta(t: Any) -> Any:
+    if not isinstance(t, torch.Tensor):
+        return t
+    return torch.empty(t.shape, dtype=t.dtype, device="meta").requires_grad_(t.requires_grad)
+
+
+def _micro_batch(t: Any, size: int) -> Any:
+    if not isinstance(t, torch.Tensor) or t.dim() == 0:
+        return t
+    return torch.empty((size, *t.shape[1:]), dtype=t.dtype, device="meta")
+
+
+def _info(values: List[torch.Tensor]) -> List[TensorInfo]:
+    return [TensorInfo(shape=[int(d) for d in v.shape], dtype=IPU_INT.get(v.dtype, str(v.dtype).replace("torch.", "")),
+                       elements=int(v.numel())) for v in values]
+
+
+def _bytes(t: torch.Tensor) -> int:
+    return t.numel() * (4 if t.dtype in IPU_INT else t.element_size())
+
+
+def split_model(model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[str, Any], micro_batch_size: int,
+                training: bool, name: str) -> SplitModel:
+    """Capture ``model`` called with one micro-batch of ``args`` and ``kwargs`` (shapes taken from them)."""
+    start = time.perf_counter()
+    state = {n: _meta(t) for n, t in [*model.named_parameters(), *model.named_buffers()]}
+    params = {id(state[n]): state[n] for n, _ in model.named_parameters()}
+    exclude = {t.untyped_storage()._cdata for t in state.values()}
+    margs, mkwargs = tree_map(lambda v: _micro_batch(v, micro_batch_size), (args, kwargs))
+    inputs = [t for t in tree_flatten((margs, mkwargs))[0] if isinstance(t, torch.Tensor)]
+    splitter = _Splitter(params, inputs, exclude)
+    was_training = model.training
+    model.train(training)
+    try:
+        with listening(splitter), torch.autograd.graph.saved_tensors_hooks(splitter.pack, _SavedTensors.unpack):
+            splitter.start()
+            try:
+                with splitter:
+                    out = torch.func.functional_call(model, state, margs, mkwargs, tie_weights=True, strict=False)
+            finally:
+                splitter.finish()
+            loss = ops.loss_of(out) if training else None
+        runs = list(splitter.blocks.values())
+        for run in runs:
+            run.fwd, run.op_count_fwd, run.peak = (list(run.recorder.records.values()), run.recorder.op_count,
+                                                   run.recorder.peak)
+        outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        outputs.sort(key=lambda t: t is not loss)  # the loss first, as ipuexp's models return it
+        for t in outputs:
+            owner = splitter.blocks.get(splitter.producer.get(t, runs[-1].name), runs[-1])
+            if not any(o is t for o in owner.outputs):
+                owner.outputs.append(t)
+        bwd: Dict[str, Tuple[List[OpRecord], int]] = {}
+        for run in reversed(runs if training else []):
+            roots = [t for t in run.outputs if t.is_floating_point() and t.requires_grad
+                     and (t is loss or any(t is v for v in splitter.keep))]
+            grads = [torch.ones_like(t) for t in roots]  # arrive from the next stage: not ops of this block
+            run.recorder.start("bwd", [])
+            if roots:
+                with run.recorder:
+                    torch.autograd.backward(roots, grads)
+            bwd[run.name] = (list(run.recorder.records.values()), run.recorder.op_count)
+    finally:
+        model.train(was_training)
+    _travel(runs, inputs)
+    blocks = [_capture(run, *bwd.get(run.name, ([], 0))) for run in runs]
+    per_sample = [t for t in inputs]
+    return SplitModel(
+        graph=Graph(model=name, micro_batch_size=micro_batch_size, blocks=blocks,
+                    input_bytes_per_sample=sum(_bytes(t) for t in per_sample) // micro_batch_size,
+                    input_elements_per_sample=sum(t.numel() for t in per_sample) // micro_batch_size,
+                    num_layers=len(blocks), capture_seconds=round(time.perf_counter() - start, 4),
+                    meta={"torch": torch.__version__, "capture_format": str(types.CAPTURE_FORMAT),
+                          "source": "poptorch script"}),
+        ipu_ids=[run.ipu_id for run in runs], checkpoints=int(ops.marks["checkpoints"]))
+
+
+def _travel(runs: List[_BlockRun], inputs: List[torch.Tensor]) -> None:
+    """A model input first read in block k enters at the first block and is passed along to k."""
+    order = {id(t): i for i, t in enumerate(inputs)}
+    for k, run in enumerate(runs):
+        for t in [t for t in run.inputs if id(t) in order]:
+            for i in range(k):
+                if not any(v is t for v in runs[i].inputs):
+                    runs[i].inputs.append(t)
+                runs[i].travelling.append(t)
+    for run in runs:
+        run.inputs.sort(key=lambda t: order.get(id(t), -1))
+        run.outputs += [t for t in run.travelling if not any(v is t for v in run.outputs)]
+
+
+def _capture(run: _BlockRun, bwd: List[OpRecord], op_count_bwd: int) -> BlockCapture:
+    saved = run.saved
+    return BlockCapture(
+        name=run.name, is_layer=True, parameters=run.parameters, parameter_tensors=run.parameter_tensors,
+        largest_parameter=run.largest_parameter, fwd_flops=sum(r.flops for r in run.fwd),
+        bwd_flops=sum(r.flops for r in bwd), saved_elements=sum(saved.float_elements.values()),
+        saved_int_bytes=sum(saved.int_bytes.values()), saved_input_elements=saved.elements_of(tuple(run.inputs)),
+        saved_output_elements=saved.elements_of(tuple(run.outputs)), peak_fwd_elements=run.peak,
+        inputs=_info(run.inputs), outputs=_info(run.outputs), ops=run.fwd + bwd, op_count_fwd=run.op_count_fwd,
+        op_count_bwd=op_count_bwd, tied_parameters=run.tied)

@@ -1,0 +1,76 @@
+"""``poptorch.DataLoader``: torch's DataLoader whose batches are PopTorch's combined batches (batch size x device
+iterations x gradient accumulation x replicas), with PopTorch's drop-last rule; ``AsynchronousDataAccessor``."""
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+import torch
+
+from ipuexp.poptorch.enums import DataLoaderMode
+from ipuexp.poptorch.errors import UnsupportedError
+
+log = logging.getLogger("ipuexp.poptorch")
+
+
+class DataLoader(torch.utils.data.DataLoader):
+    """Each batch holds ``batch_size * options.device_iterations * options.Training.gradient_accumulation *
+    options.replication_factor`` samples. ``drop_last=True`` (the default) drops an incomplete last batch; with
+    ``drop_last=False`` a warning names the size of the shorter last batch, as PopTorch's does. ``mode`` (Sync,
+    Async, AsyncRebatched) reads the same samples in the same order."""
+
+    def __init__(self, options: Any, dataset: Any, batch_size: int = 1, shuffle: Optional[bool] = None,
+                 num_workers: int = 0, drop_last: bool = True, persistent_workers: Optional[bool] = None,
+                 auto_distributed_partitioning: bool = True, mode: DataLoaderMode = DataLoaderMode.Sync,
+                 async_options: Optional[dict] = None, rebatched_worker_size: Optional[int] = None,
+                 batch_sampler: Any = None, **kwargs: Any) -> None:
+        if batch_sampler is not None:
+            raise UnsupportedError("DataLoader(batch_sampler=...)", "batch_size with shuffle and drop_last")
+        if options.Distributed.numProcesses > 1:
+            raise UnsupportedError("DataLoader in a distributed run", "one process")
+        self._options = options
+        self.mode = DataLoaderMode(mode)
+        self._num_batches_to_combine = (options.device_iterations * options.replication_factor
+                                        * options.Training.gradient_accumulation)
+        self._combined_batch_size = int(batch_size) * self._num_batches_to_combine
+        if not isinstance(dataset, torch.utils.data.IterableDataset) and not drop_last:
+            n = len(dataset)
+            if n % self._combined_batch_size:
+                log.warning("The number of elements in the dataset (%d) is not divisible by the number of elements "
+                            "processed per step (%d) and drop_last=False. The last tensor will have a batch size of "
+                            "%d. To avoid having to handle this special case switch to drop_last=True", n,
+                            self._combined_batch_size, n % self._combined_batch_size)
+        if persistent_workers is None:
+            persistent_workers = num_workers > 0
+        super().__init__(dataset, batch_size=self._combined_batch_size, shuffle=bool(shuffle),
+                         num_workers=num_workers, drop_last=drop_last, persistent_workers=persistent_workers,
+                         **kwargs)
+
+    @property
+    def combinedBatchSize(self) -> int:
+        return self._combined_batch_size
+
+    @property
+    def options(self) -> Any:
+        return self._options
+
+    def terminate(self) -> None:
+        """Stop the workers of an asynchronous loader (nothing to stop here)."""
+
+
+class AsynchronousDataAccessor:
+    """Iterates over ``dataset`` (a DataLoader) as PopTorch's asynchronous accessor does, in this process."""
+
+    def __init__(self, dataset: Any, buffer_size: int = 3, miss_sleep_time_in_ms: float = 0.1,
+                 load_indefinitely: bool = True, early_preload: bool = False, sharing_strategy: Any = None,
+                 rebatched_size: Optional[int] = None) -> None:
+        self._dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self._dataset)
+
+    def __iter__(self) -> Any:
+        return iter(self._dataset)
+
+    def terminate(self) -> None:
+        """Nothing runs in the background."""

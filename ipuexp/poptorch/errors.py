@@ -1,0 +1,16 @@
+"""What ipuexp.poptorch raises: an API or option it cannot honour, and the end of a prediction-only run."""
+from __future__ import annotations
+
+
+class UnsupportedError(RuntimeError):
+    """A PopTorch API or option whose semantics ipuexp cannot honour; the command prints it on one line."""
+
+    def __init__(self, what: str, supported: str) -> None:
+        super().__init__(f"{what} is not supported; supported: {supported}")
+        self.what = what
+        self.supported = supported
+
+
+class PredictionDone(BaseException):
+    """Stops a script after its prediction (``--predict-only``); a BaseException, so that a script's own
+    ``except Exception`` does not catch it."""

@@ -1,0 +1,260 @@
+"""``trainingModel`` and ``inferenceModel``: the returned ``PoplarExecutor`` predicts at its first call (or
+``compile``) and computes every call with real numerics, as ipuexp's functional engine does: the call's batch laid
+out as [device iteration, replica, micro-batch, sample], each replica's gradients accumulated over its micro-batches,
+the replicas' sums added, divided by accumulation x replicas (mean reduction) and the loss scale, one update per
+device iteration; the outputs returned as the output mode asks."""
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+
+from ipuexp.poptorch import ops
+from ipuexp.poptorch.enums import OutputMode, ReductionType
+from ipuexp.poptorch.errors import UnsupportedError
+from ipuexp.poptorch.options import Options
+
+
+class PoplarExecutor:
+    """A model wrapped for the IPU (PopTorch's ``PoplarExecutor``)."""
+
+    def __init__(self, model: torch.nn.Module, options: Optional[Options], training: bool,
+                 optimizer: Any = None) -> None:
+        self.model = model
+        self.options = (options or Options()).clone()
+        self.training = training
+        if training and optimizer is None:
+            from ipuexp.poptorch.optim import SGD
+
+            optimizer = SGD(model.parameters(), lr=0.01)
+        self.optimizer = optimizer
+        if not training and self.options.Training.gradient_accumulation != 1:
+            raise ValueError("You must set poptorch.Options().Training.gradientAccumulation to 1 or leave it as its "
+                             "default value (1) when running a poptorch.inferenceModel().")
+        self._compiled = False
+        self._attached = True
+        self._micro_batch_size = 0
+
+    # ---- PopTorch's methods ----------------------------------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self._compiled:
+            self.compile(*args, **kwargs)
+        self._attached = True
+        return self._train(args, kwargs) if self.training else self._infer(args, kwargs)
+
+    def compile(self, *args: Any, **kwargs: Any) -> None:
+        """Capture the model as PopTorch splits it; the first model a job compiles is predicted and reported."""
+        from ipuexp.poptorch.session import current
+
+        self._compiled = True
+        self._micro_batch_size = _first_dim(args, kwargs) // self._batches_per_call()
+        session = current()
+        if session.predicted:
+            return
+        from ipuexp.poptorch.capture import split_model
+        from ipuexp.poptorch.mapping import options_values, optimizer_values, split_values, stages_of
+        from ipuexp.poptorch.registry import register
+
+        mbs = self._micro_batch_size = _first_dim(args, kwargs) // self._batches_per_call()
+        strategy = self.options.execution_strategy
+        split = split_model(self.model, args, kwargs, mbs, self.training, type(self.model).__name__)
+        counts, ipus = stages_of(split.names, split.ipu_ids, strategy)
+        mapped = options_values(self.options, self.training)
+        values = dict(mapped.values)
+        opt = optimizer_values(self.optimizer if self.training else None)
+        values.update(opt.values)
+        values.update(split_values(counts, ipus, strategy, mbs, _precision(self.model)))
+        if split.checkpoints:
+            values["options.recomputation.checkpoint_every_layer"] = True
+        import dataclasses
+
+        target = register(split.names, dataclasses.asdict(split.graph))
+        values.update({"model.name": "custom", "model.target": target, "tracking.experiment": _script_name()})
+        session.graph = split.graph
+        session.predict(values, mapped.no_effect + opt.no_effect)
+
+    def setOptimizer(self, optimizer: Any) -> None:
+        """Take ``optimizer``'s hyper-parameters (learning rate, ...), keeping the optimizer state."""
+        if optimizer is self.optimizer:
+            return
+        for mine, theirs in zip(self.optimizer.param_groups, optimizer.param_groups):
+            mine.update({k: v for k, v in theirs.items() if k != "params"})
+        if hasattr(optimizer, "poptorch_args"):
+            self.optimizer.poptorch_args = dict(optimizer.poptorch_args)
+
+    def copyWeightsToHost(self) -> None:
+        """The weights live on the host already."""
+
+    def copyWeightsToDevice(self) -> None:
+        """The weights live on the host already."""
+
+    def detachFromDevice(self) -> None:
+        if not self._compiled:
+            raise RuntimeError("Cannot detach a model that is not attached to a device (call it or compile it first)")
+        self._attached = False
+
+    def attachToDevice(self) -> None:
+        self._attached = True
+
+    def isAttachedToDevice(self) -> bool:
+        return self._compiled and self._attached
+
+    def isCompiled(self) -> bool:
+        return self._compiled
+
+    def destroy(self) -> None:
+        self._compiled = False
+        self._attached = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["model"], name)
+
+    def __repr__(self) -> str:
+        return f"PoplarExecutor({'training' if self.training else 'inference'}, {self.model!r})"
+
+    # ---- the numerics ----------------------------------------------------------------------------------------
+    def _batches_per_call(self) -> int:
+        o = self.options
+        ga = o.Training.gradient_accumulation if self.training else 1
+        return o.device_iterations * o.replication_factor * ga
+
+    def _layout(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[int, int, int, int]:
+        """(device iterations, replicas, accumulation, micro-batch size) of a call. An inference call may be
+        shorter than the compiled one by whole device iterations (a DataLoader's last batch with drop_last=False)."""
+        o = self.options
+        ga = o.Training.gradient_accumulation if self.training else 1
+        replicas = o.replication_factor
+        batch = _first_dim(args, kwargs)
+        per_call = self._batches_per_call()
+        if batch % per_call == 0:
+            return o.device_iterations, replicas, ga, batch // per_call
+        mbs = self._micro_batch_size
+        if not self.training and mbs and batch % (replicas * mbs) == 0:
+            return batch // (replicas * mbs), replicas, ga, mbs
+        raise ValueError(f"the model was called with a batch of {batch} samples, not a multiple of device iterations "
+                         f"x replicas x gradient accumulation ({per_call} micro-batches)"
+                         + (f" of {mbs} samples" if mbs else ""))
+
+    def _micro_batches(self, args: Any, kwargs: Any, layout: Tuple[int, int, int, int]) -> List[Any]:
+        iterations, replicas, ga, mbs = layout
+
+        def part(t: Any, d: int, r: int, m: int) -> Any:
+            if not isinstance(t, torch.Tensor) or t.dim() == 0:
+                return t
+            start = ((d * replicas + r) * ga + m) * mbs
+            return t[start:start + mbs]
+
+        return [[[tree_map(lambda t: part(t, d, r, m), (args, kwargs)) for m in range(ga)] for r in range(replicas)]
+                for d in range(iterations)]
+
+    def _train(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+        from ipuexp.poptorch.session import current
+
+        start = time.perf_counter()
+        layout = self._layout(args, kwargs)
+        iterations, replicas, ga, _ = layout
+        params = [p for g in self.optimizer.param_groups for p in g["params"] if p.requires_grad]
+        scale = float(getattr(self.optimizer, "loss_scaling", 1.0))
+        mean = self.options.Training.accumulation_and_replication_reduction_type == ReductionType.Mean
+        self.model.train()
+        outputs: List[List[List[Any]]] = []
+        step_losses: List[float] = []
+        for per_iteration in self._micro_batches(args, kwargs, layout):
+            summed: Optional[List[torch.Tensor]] = None
+            results = []
+            for per_replica in per_iteration:
+                replica = []
+                for a, k in per_replica:
+                    out = self.model(*a, **k)
+                    loss = ops.loss_of(out)
+                    (loss * scale if scale != 1.0 else loss).backward()
+                    replica.append(tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, out))
+                    step_losses.append(float(loss.detach()))
+                grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+                for p in params:
+                    p.grad = None
+                if summed is None:
+                    summed = grads
+                else:
+                    for s, g in zip(summed, grads):
+                        s.add_(g)
+                results.append(replica)
+            divisor = (ga * replicas if mean else 1) * scale
+            with torch.no_grad():
+                for p, g in zip(params, summed or []):
+                    p.grad = g.div_(divisor) if divisor != 1.0 else g
+            self.optimizer.step()
+            for p in params:
+                p.grad = None
+            outputs.append(results)
+        per_update = ga * replicas
+        means = [sum(step_losses[i:i + per_update]) / per_update for i in range(0, len(step_losses), per_update)]
+        current().log_call(means, _first_dim(args, kwargs), time.perf_counter() - start)
+        mode = self.options.output_mode
+        return _combine(outputs, OutputMode.Final if mode == OutputMode.Default else mode)
+
+    def _infer(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+        layout = self._layout(args, kwargs)
+        self.model.eval()
+        with torch.no_grad():
+            outputs = [[[self.model(*a, **k) for a, k in per_replica] for per_replica in per_iteration]
+                       for per_iteration in self._micro_batches(args, kwargs, layout)]
+        mode = self.options.output_mode
+        return _combine(outputs, OutputMode.All if mode == OutputMode.Default else mode)
+
+
+def _combine(outputs: List[List[List[Any]]], mode: OutputMode) -> Any:
+    """What PopTorch returns: every micro-batch's outputs concatenated (All; scalars stacked), the last
+    micro-batch's of each replica (Final), or their sum over the call per replica (Sum)."""
+    if mode == OutputMode.All:
+        picked = [o for per_iteration in outputs for per_replica in per_iteration for o in per_replica]
+    elif mode == OutputMode.Final:
+        picked = [per_replica[-1] for per_replica in outputs[-1]]
+    else:
+        replicas = len(outputs[0])
+        flat_all = [[tree_flatten(o)[0] for per_iteration in outputs for o in per_iteration[r]]
+                    for r in range(replicas)]
+        picked = [tree_unflatten([sum(vals[1:], vals[0]) for vals in zip(*per_r)], tree_flatten(outputs[0][0][0])[1])
+                  for per_r in flat_all]
+    leaves = [tree_flatten(o)[0] for o in picked]
+    spec = tree_flatten(picked[0])[1]
+    joined = []
+    for values in zip(*leaves):
+        if isinstance(values[0], torch.Tensor):
+            joined.append(torch.stack(values) if values[0].dim() == 0 else torch.cat(values))
+        else:
+            joined.append(values[-1])
+    return tree_unflatten(joined, spec)
+
+
+def _first_dim(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> int:
+    for t in tree_flatten((args, kwargs))[0]:
+        if isinstance(t, torch.Tensor) and t.dim() > 0:
+            return int(t.shape[0])
+    raise UnsupportedError("a model called without a batched tensor input", "tensors with the batch first")
+
+
+def _script_name() -> str:
+    """The running script's name (the MLflow experiment of its runs)."""
+    import sys
+    from pathlib import Path
+
+    return Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "poptorch"
+
+
+def _precision(model: torch.nn.Module) -> str:
+    """``options.precision`` of the model's weights: 16.16 for a ``.half()`` model, 32.32 for float."""
+    dtypes = {p.dtype for p in model.parameters() if p.is_floating_point()}
+    return "16.16" if dtypes == {torch.float16} else "32.32"
+
+
+def trainingModel(model: torch.nn.Module, options: Optional[Options] = None, optimizer: Any = None) -> PoplarExecutor:
+    """``model`` (returning its loss, alone or with other outputs) wrapped for training."""
+    return PoplarExecutor(model, options, True, optimizer)
+
+
+def inferenceModel(model: torch.nn.Module, options: Optional[Options] = None) -> PoplarExecutor:
+    """``model`` wrapped for inference (its weights are the module's own, so training shows through)."""
+    return PoplarExecutor(model, options, False)

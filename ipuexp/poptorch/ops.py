@@ -1,0 +1,82 @@
+"""PopTorch's ops that a model's code calls: ``identity_loss``, ``recomputationCheckpoint``, ``ipu_print_tensor``,
+``nop``, ``set_available_memory``. On the CPU they compute what PopTorch computes; a capture hears of the
+recomputation checkpoints and losses through ``marks``."""
+from __future__ import annotations
+
+from typing import Any, List
+
+import torch
+
+from torch.utils.weak import WeakIdKeyDictionary
+
+marks = {"losses": WeakIdKeyDictionary(), "checkpoints": 0}
+"""Tensors ``identity_loss`` returned (the training loss), and how many ``recomputationCheckpoint`` calls ran."""
+
+
+def identity_loss(x: torch.Tensor, reduction: str) -> torch.Tensor:
+    """``x`` reduced by ``reduction`` ("sum", "mean" or "none") and marked as the loss to minimise."""
+    if reduction == "sum":
+        out = x.sum()
+    elif reduction == "mean":
+        out = x.mean()
+    elif reduction == "none":
+        out = x * 1
+    else:
+        raise ValueError(f"reduction must be sum, mean or none, not {reduction!r}")
+    marks["losses"][out] = True
+    return out
+
+
+def recomputationCheckpoint(*tensors: Any) -> Any:
+    """Recompute from these tensors in the backward pass: the values are unchanged."""
+    marks["checkpoints"] += 1
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        return type(tensors[0])(tensors[0])
+    return tensors[0] if len(tensors) == 1 else tensors
+
+
+def ipu_print_tensor(tensor: torch.Tensor, title: str = "", print_gradient: bool = True,
+                     summarise_threshold: int = 1000, edge_items: int = 3, max_line_width: int = 75,
+                     digits: int = 4, float_format: str = "auto", separator: str = ", ",
+                     open_bracket: str = "(", close_bracket: str = ")") -> torch.Tensor:
+    """Print ``tensor`` when the model runs (not while it is captured on meta tensors); returns it."""
+    if tensor.device.type != "meta":
+        with torch.no_grad():
+            text = torch._tensor_str._tensor_str(tensor.detach(), 0) if tensor.dim() else str(tensor.item())
+        print(f"{title}{': ' if title else ''}{text}")
+    return tensor
+
+
+def nop(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor
+
+
+def set_available_memory(tensor: torch.Tensor, available_memory_proportion: float) -> torch.Tensor:
+    return tensor
+
+
+def loss_of(outputs: Any) -> torch.Tensor:
+    """The loss among a training model's outputs: what ``identity_loss`` returned, else the output itself, else the
+    scalar outputs that need a gradient (summed when there are several, as PopTorch sums several losses)."""
+    flat: List[torch.Tensor] = [t for t in _flatten(outputs) if isinstance(t, torch.Tensor)]
+    marked = [t for t in flat if t in marks["losses"]]
+    if marked:
+        return marked[0] if len(marked) == 1 else sum(marked[1:], marked[0])
+    if isinstance(outputs, torch.Tensor):
+        return outputs
+    scalars = [t for t in flat if t.dim() == 0 and t.is_floating_point() and t.requires_grad]
+    if not scalars:
+        from ipuexp.poptorch.errors import UnsupportedError
+
+        raise UnsupportedError("a training model without a scalar loss among its outputs",
+                               "a model returning its loss (a scalar, or poptorch.identity_loss(...)), "
+                               "alone or in a tuple")
+    return scalars[0] if len(scalars) == 1 else sum(scalars[1:], scalars[0])
+
+
+def _flatten(x: Any) -> List[Any]:
+    if isinstance(x, (list, tuple)):
+        return [y for item in x for y in _flatten(item)]
+    if isinstance(x, dict):
+        return [y for item in x.values() for y in _flatten(item)]
+    return [x]

@@ -1,0 +1,169 @@
+"""``poptorch.Options``: the top-level setters (each returns the object, for chaining), the sub-objects
+``Training``, ``Precision``, ``TensorLocations``, ``Distributed``, ``Jit`` and ``_Popart``, and ``clone()``."""
+from __future__ import annotations
+
+import copy
+from typing import Any, Dict, Optional
+
+from ipuexp.poptorch.enums import OutputMode
+from ipuexp.poptorch.errors import UnsupportedError
+from ipuexp.poptorch.strategy import PipelinedExecution
+from ipuexp.poptorch.suboptions import (TensorLocationSettings, _DistributedOptions, _JitOptions, _PopartOptions,
+                                        _PrecisionOptions, _Recorded, _TensorLocationOptions, _TrainingOptions)
+
+__all__ = ["Options", "TensorLocationSettings"]
+
+
+class Options(_Recorded):
+    """The options a model is compiled and run with (PopTorch 3.x names and defaults)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.replication_factor = 1
+        self.input_group_size = 1
+        self.device_iterations = 1
+        self.output_mode = OutputMode.Default
+        self.output_return_period = 1
+        self.random_seed: Optional[int] = None
+        self.available_memory_proportion: Dict[str, float] = {}
+        self.execution_strategy: Optional[PipelinedExecution] = None
+        self.executable_cache_dir: Optional[str] = None
+        self.enable_stable_norm: Optional[bool] = None
+        self.synthetic_data: Optional[bool] = None
+        self._training = _TrainingOptions()
+        self._precision = _PrecisionOptions()
+        self._tensor_locations = _TensorLocationOptions()
+        self._distributed = _DistributedOptions()
+        self._jit = _JitOptions()
+        self._Popart = _PopartOptions()
+
+    # ---- sub-objects -----------------------------------------------------------------------------------------
+    @property
+    def Training(self) -> _TrainingOptions:
+        return self._training
+
+    @property
+    def Precision(self) -> _PrecisionOptions:
+        return self._precision
+
+    @property
+    def TensorLocations(self) -> _TensorLocationOptions:
+        return self._tensor_locations
+
+    @property
+    def Distributed(self) -> _DistributedOptions:
+        return self._distributed
+
+    @property
+    def Jit(self) -> _JitOptions:
+        return self._jit
+
+    def parts(self) -> tuple:
+        """The objects whose ``calls`` record setters that change no prediction."""
+        locations = tuple(self._tensor_locations.locations.values())
+        return (self, self._training, self._precision, self._tensor_locations, self._distributed, self._jit,
+                self._Popart) + locations
+
+    # ---- batching --------------------------------------------------------------------------------------------
+    def deviceIterations(self, device_iterations: int) -> "Options":
+        self.device_iterations = int(device_iterations)
+        return self
+
+    def replicationFactor(self, replication_factor: int) -> "Options":
+        self.replication_factor = int(replication_factor)
+        return self
+
+    def inputReplicaGrouping(self, input_group_size: int, input_group_type: Any = None) -> "Options":
+        raise UnsupportedError("Options.inputReplicaGrouping", "every replica reads its own data (the default)")
+
+    def outputMode(self, output_mode: OutputMode, output_return_period: Optional[int] = None) -> "Options":
+        mode = OutputMode(output_mode)
+        if mode == OutputMode.EveryN:
+            raise UnsupportedError("OutputMode.EveryN", "OutputMode.Final, All, Sum, Default")
+        self.output_mode = mode
+        return self
+
+    def anchorMode(self, anchor_mode: OutputMode, anchor_return_period: Optional[int] = None) -> "Options":
+        return self.outputMode(anchor_mode, anchor_return_period)
+
+    def defaultOutputMode(self) -> bool:
+        return self.output_mode == OutputMode.Default
+
+    # ---- placement, memory, strategy -------------------------------------------------------------------------
+    def setExecutionStrategy(self, strategy: PipelinedExecution) -> "Options":
+        if not isinstance(strategy, PipelinedExecution):
+            raise UnsupportedError(f"setExecutionStrategy({type(strategy).__name__})",
+                                   "PipelinedExecution, ShardedExecution")
+        self.execution_strategy = strategy
+        return self
+
+    def setAvailableMemoryProportion(self, available_memory_proportion: Dict[str, float]) -> "Options":
+        self.available_memory_proportion = {str(k): float(v) for k, v in available_memory_proportion.items()}
+        return self
+
+    def randomSeed(self, random_seed: int) -> "Options":
+        self.random_seed = int(random_seed)
+        return self
+
+    def enableExecutableCaching(self, path: str) -> "Options":
+        self.executable_cache_dir = str(path)
+        return self
+
+    def enableStableNorm(self, enabled: bool) -> "Options":
+        self.enable_stable_norm = bool(enabled)
+        return self
+
+    def enableSyntheticData(self, enabled: bool) -> "Options":
+        self.synthetic_data = bool(enabled)
+        return self
+
+    def anchorTensor(self, short_name: str, long_name: str, output_mode: Any = None, output_return_period: int = 1
+                     ) -> "Options":
+        raise UnsupportedError("Options.anchorTensor", "the model's outputs, under outputMode")
+
+    def loadFromFile(self, filepath: str) -> "Options":
+        raise UnsupportedError("Options.loadFromFile", "the setters of poptorch.Options")
+
+    # ---- setters that change nothing ipuexp predicts ---------------------------------------------------------
+    def _noted(name: str) -> Any:  # noqa: N805  (builds methods)
+        def setter(self: "Options", *args: Any, **kwargs: Any) -> "Options":
+            self._called(name, *(args or (True,)))
+            return self
+
+        setter.__name__ = name
+        setter.__doc__ = f"PopTorch's ``Options.{name}``: accepted; it changes nothing ipuexp predicts."
+        return setter
+
+    autoRoundNumIPUs = _noted("autoRoundNumIPUs")
+    broadcastBuffers = _noted("broadcastBuffers")
+    logDir = _noted("logDir")
+    maxRepeatLogs = _noted("maxRepeatLogs")
+    modelName = _noted("modelName")
+    useIpuModel = _noted("useIpuModel")
+    connectionType = _noted("connectionType")
+    syncPattern = _noted("syncPattern")
+    useIpuId = _noted("useIpuId")
+    useOfflineIpuTarget = _noted("useOfflineIpuTarget")
+    logCycleCount = _noted("logCycleCount")
+    enableProfiling = _noted("enableProfiling")
+    disableModuleNamescope = _noted("disableModuleNamescope")
+    updatableNamedBuffers = _noted("updatableNamedBuffers")
+    showCompilationProgressBar = _noted("showCompilationProgressBar")
+    relaxOptimizerAttributesChecks = _noted("relaxOptimizerAttributesChecks")
+    sourceLocationExcludes = _noted("sourceLocationExcludes")
+    appendToLocationExcludes = _noted("appendToLocationExcludes")
+    del _noted
+
+    # ---- copies ----------------------------------------------------------------------------------------------
+    def clone(self) -> "Options":
+        """An independent copy (PopTorch: ``Options.clone``)."""
+        return copy.deepcopy(self)
+
+    def toDict(self) -> Dict[str, Any]:
+        return {"replication_factor": self.replication_factor, "device_iterations": self.device_iterations,
+                "gradient_accumulation": self._training.gradient_accumulation,
+                "output_mode": self.output_mode.name, "random_seed": self.random_seed}
+
+    def __repr__(self) -> str:
+        items = ", ".join(f"{k}={v}" for k, v in self.toDict().items())
+        return f"Options({items})"
