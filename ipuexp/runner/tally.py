@@ -35,6 +35,9 @@ class Tally:
     compose_s: List[float] = field(default_factory=list)
     """Seconds the launcher spent composing each job's configuration, when it says."""
     printed: bool = False
+    batch_started: Optional[float] = None
+    """``time.perf_counter()`` when the batch in flight started, if one is: a summary printed while it runs (an
+    interrupt, a lost cluster) counts its time so far."""
 
     @property
     def done(self) -> int:
@@ -59,7 +62,8 @@ class Tally:
         if self.printed or not self.show:
             return
         self.printed = True
-        timing = summary.timing_line(self.wall_s, self.slots, self.compose_s,
+        running = time.perf_counter() - self.batch_started if self.batch_started is not None else 0.0
+        timing = summary.timing_line(self.wall_s + running, self.slots, self.compose_s,
                                      [getattr(r, "timing", None) for r in self.returns])
         summary.print_summary(self.outcomes, title=title, timing=timing, top=top, source=source, notes=notes)
 
@@ -100,11 +104,12 @@ class Tallied:
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[Any]:
         if self.total is not None:  # a sweeper that settles its size only once it runs (Optuna's grid sampler)
             self.tally.total = self.total()
-        start = time.perf_counter()
+        start = self.tally.batch_started = time.perf_counter()
         try:
             returns = [SweepReturn.of(r) for r in self.launcher.launch(job_overrides, initial_job_idx)]
         finally:
             self.tally.wall_s += time.perf_counter() - start
+            self.tally.batch_started = None
         if not getattr(self.launcher, "tally", None):
             self.tally.add(returns, initial_job_idx)
         return returns

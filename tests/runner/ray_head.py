@@ -27,8 +27,12 @@ def free_base_port() -> int:
     raise RuntimeError("no block of free ports")
 
 
-def _free(port: int) -> bool:
+def _free(port: int, reuse: bool = False) -> bool:
+    """Nothing bound to ``port``; with ``reuse``, nothing listening (closed connections waiting out TIME_WAIT do not
+    keep Ray from binding, which it does with SO_REUSEADDR)."""
     with socket.socket() as s:
+        if reuse:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("", port))
             return True
@@ -44,8 +48,13 @@ def start_head(temp_dir: str, port: int, env: Dict[str, str], num_cpus: int = 1)
            f"--ray-client-server-port={port + 1}", f"--dashboard-port={port + 2}",
            f"--dashboard-agent-listen-port={port + 3}", f"--dashboard-agent-grpc-port={port + 4}",
            f"--runtime-env-agent-port={port + 5}", f"--metrics-export-port={port + 6}"]
+    # A cluster stopped just before may hold its ports a moment longer (longer on a loaded machine): wait for them.
+    deadline = time.monotonic() + 300
+    while not all(_free(port + i, reuse=True) for i in range(PORTS - 3)):
+        assert time.monotonic() < deadline, f"ports from {port} still taken"
+        time.sleep(0.5)
     # Its own session, so that nothing aimed at the test's process group reaches the cluster.
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, start_new_session=True)
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, start_new_session=True)
     assert out.returncode == 0, out.stdout + out.stderr
     found = re.search(r"--address='([^']+)'", out.stdout + out.stderr)
     assert found, out.stdout + out.stderr
@@ -90,7 +99,7 @@ def raylet_pid(temp_dir: str) -> int:
     raise AssertionError(f"no raylet of the cluster in {temp_dir}")
 
 
-def kill_all(pids: Set[int], wait_s: float = 20.0) -> None:
+def kill_all(pids: Set[int], wait_s: float = 300.0) -> None:
     """SIGKILL ``pids`` and wait until they are gone."""
     for pid in pids:
         try:

@@ -13,7 +13,11 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.stress]
+
+NEVER_S = 3600
+"""How long the jobs after the first sleep: far longer than any wait below, so a sweep that ends at all after Ctrl-C
+cancelled them (nothing is timed against a guess of how fast a loaded machine is)."""
 
 APP = '''
 import time
@@ -21,7 +25,7 @@ import hydra
 
 @hydra.main(version_base=None, config_path=None, config_name=None)
 def main(cfg):
-    time.sleep(0.5 if cfg.a == 1 else 30)
+    time.sleep(0.5 if cfg.a == 1 else NEVER_S)
     return cfg.a
 
 if __name__ == "__main__":
@@ -35,7 +39,7 @@ def _ray_processes(tmp_root: str) -> list:
 
 
 def test_ctrl_c_stops_sweep_and_ray(tmp_path: Path) -> None:
-    (tmp_path / "app.py").write_text(APP)
+    (tmp_path / "app.py").write_text(APP.replace("NEVER_S", str(NEVER_S)))
     # Ray's own folder, short (socket paths are limited to 107 bytes) and ours alone, so its processes can be found.
     ray_tmp = tempfile.mkdtemp(prefix="rt", dir="/tmp")
     try:
@@ -54,24 +58,25 @@ def _interrupt_sweep(tmp_path: Path, ray_tmp: str) -> None:
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
     reader.start()
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + 600  # Ray starts in seconds; on a loaded machine in minutes
         while not any("[1/6] #0 done" in ln for ln in lines):
             assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
             time.sleep(0.2)
-        interrupted = time.monotonic()
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
-        stopped_in = time.monotonic() - interrupted
+        try:
+            proc.wait(timeout=NEVER_S / 6)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("the sweep went on after Ctrl-C: its jobs were awaited, not cancelled\n"
+                                 + "".join(lines)) from None
     finally:
         if proc.poll() is None:
             proc.kill()
         reader.join(timeout=10)
     out = "".join(lines)
     assert proc.returncode != 0
-    assert stopped_in < 30, out  # jobs 2..6 sleep 30 s: they were cancelled, not awaited
     assert "Interrupted: cancelling 5 unfinished jobs and stopping Ray" in out
     assert "Interrupted sweep" in out and "1 done, 0 failed" in out
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 180  # Ray's processes end as their parents notice; slowly on a loaded machine
     while _ray_processes(ray_tmp) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not _ray_processes(ray_tmp)

@@ -52,6 +52,36 @@ def test_every_batch_is_tallied_and_summarised_once(capsys: pytest.CaptureFixtur
     assert "4 jobs in" in out  # the wall time, which a foreign launcher does not report itself
 
 
+class InterruptedLauncher:
+    """Like ipuexp's launcher on Ctrl-C: its batch takes a while, adds what finished and prints the summary from
+    inside the batch, then raises."""
+
+    def __init__(self, tally: tally_mod.Tally) -> None:
+        self.tally = tally
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> List[JobReturn]:
+        import time
+
+        start = time.perf_counter()
+        while time.perf_counter() - start < 0.3:  # the batch's jobs run a while
+            time.sleep(0.05)
+        tally_mod.report([_ret(list(o), {"a": 1}) for o in job_overrides], initial_job_idx, self.tally, True,
+                         "Interrupted sweep s", ends_sweep=True)
+        raise KeyboardInterrupt
+
+
+def test_an_interrupted_batch_counts_its_time_in_the_summary(capsys: pytest.CaptureFixture) -> None:
+    import re
+
+    t = tally_mod.Tally(total=3)
+    launcher = tally_mod.Tallied(InterruptedLauncher(t), t)
+    with pytest.raises(KeyboardInterrupt):
+        launcher.launch([["a=0"], ["a=1"], ["a=2"]], initial_job_idx=0)
+    seconds = float(re.search(r"3 jobs in ([0-9.]+) s", capsys.readouterr().out).group(1))
+    assert seconds >= 0.3  # not "0.0 s": the time the batch ran before the interrupt
+    assert t.batch_started is None and t.wall_s >= 0.3
+
+
 def test_first_failure_and_summary_switch(capsys: pytest.CaptureFixture) -> None:
     t = tally_mod.Tally(total=2, show=False)
     err = JobFailedError("ValueError: bad", "ValueError")
