@@ -204,9 +204,19 @@ def _hydra_entry(argv: List[str]) -> None:
 
     @hydra.main(version_base=None, config_path=CONF_PATH, config_name="config")
     def _job(cfg):
-        from ipuexp.app import run_job, sweep_return
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
 
-        return sweep_return(run_job(cfg))
+        from ipuexp.app import run_job, sweep_return
+        from ipuexp.tracking.runs import StoreFailed
+
+        try:
+            return sweep_return(run_job(cfg))
+        except StoreFailed as err:  # a single run: one line naming the store and the result kept on disk
+            if HydraConfig.get().mode == RunMode.MULTIRUN:
+                raise  # a sweep's job: a failed point, its line in the sweep's summary
+            print(f"ipuexp: {err}", file=sys.stderr)
+            raise SystemExit(1) from None
 
     sys.argv = [sys.argv[0]] + argv
     _job()

@@ -77,3 +77,35 @@ def test_a_tracking_server_that_does_not_answer_is_one_line_within_its_timeout(t
 def test_tracking_timeout_must_be_positive(tmp_path):
     proc = run_cli("+recipe=bert_base", "tracking.timeout_s=0", cwd=tmp_path)
     _one_line(proc, "tracking.timeout_s=0", "a number > 0")
+
+
+STORE_FAILS_AT_THE_END = """
+import sqlite3, sys
+from ipuexp.tracking import runs
+
+def flush(self):
+    raise sqlite3.OperationalError("disk I/O error")
+
+runs.TrackedRun.flush = flush
+from ipuexp.__main__ import main
+main(sys.argv[1:])
+"""
+
+
+def test_a_store_failing_as_the_run_ends_is_one_line_and_keeps_the_result(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.test_cli import ROOT
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.run([sys.executable, "-c", STORE_FAILS_AT_THE_END, "+recipe=bert_base", "hydra.run.dir=run",
+                           "report.charts=never"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    lines = [ln for ln in proc.stderr.splitlines() if "mlflow.store.db.utils" not in ln]  # a new store's notes
+    assert "Traceback" not in proc.stderr and len(lines) == 1, proc.stderr[-2000:]
+    kept = tmp_path / "run" / "result.json"
+    assert lines[0].startswith("ipuexp: tracking.uri=") and "disk I/O error" in lines[0]
+    assert f"the run's result is kept in {kept}" in lines[0] and kept.is_file()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import tempfile
 import time
 import traceback
@@ -24,6 +25,8 @@ from ipuexp.tracking import curated, safety
 from ipuexp.tracking.identity import clip_tag, job_tags, resolved
 from ipuexp.tracking.store import client, experiment_id, experiment_name, retry, tracking_uri
 from ipuexp.tracking.sweep import PARENT_TAG, SweepContext, close_parent, job_parent, run_name, varied
+
+log = logging.getLogger(__name__)
 
 MAX_PARAMS_PER_BATCH = 100
 """MLflow's ``MAX_PARAMS_TAGS_PER_BATCH`` (mlflow/utils/validation.py): params, and tags, per request."""
@@ -214,6 +217,23 @@ def track_job(cfg: DictConfig, sweep: Optional[SweepContext] = None, name: Optio
         with safety.signals_as_exit():
             yield tracked
     except BaseException as exc:
-        close("KILLED" if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)) else "FAILED", exc)
+        try:
+            close("KILLED" if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)) else "FAILED", exc)
+        except Exception as store_error:  # the job's own error says more; the store's goes on one line beside it
+            log.warning(str(StoreFailed(uri, store_error, tracked)))
         raise
-    close("FINISHED")
+    try:
+        close("FINISHED")
+    except Exception as store_error:
+        raise StoreFailed(uri, store_error, tracked) from None
+
+
+class StoreFailed(RuntimeError):
+    """The tracking store failed as a run ended: one line naming the store, what it said and where the run's result
+    is kept on disk (nothing computed is lost)."""
+
+    def __init__(self, uri: str, error: BaseException, tracked: TrackedRun):
+        said = " ".join(str(error).split())[:200] or type(error).__name__
+        kept = [str(p) for p, _ in tracked._files if p.name == "result.json"]
+        where = f"the run's result is kept in {kept[0]}" if kept else "the run wrote no result"
+        super().__init__(f"tracking.uri={uri!r}: the tracking store failed as the run ended ({said}); {where}")

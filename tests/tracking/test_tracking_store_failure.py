@@ -1,0 +1,38 @@
+"""A tracking store that fails as a run ends: one line naming the store, what it said and where the run's result is
+kept on disk; the job's own error, if it failed, stays the error raised."""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from ipuexp.tracking import track_job
+from ipuexp.tracking.runs import StoreFailed, TrackedRun
+
+
+def _broken_flush(self):
+    raise sqlite3.OperationalError("unable to open database file")
+
+
+def test_a_store_failing_at_the_end_is_one_line_naming_the_result_kept(make_cfg, result, db_uri, tmp_path,
+                                                                       monkeypatch):
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps({"throughput": 1000.0}))
+    result.artifacts["result"] = str(path)
+    monkeypatch.setattr(TrackedRun, "flush", _broken_flush)
+    with pytest.raises(StoreFailed) as err:
+        with track_job(make_cfg()) as run:
+            run.log_result(result)
+    text = str(err.value)
+    assert "\n" not in text and text.startswith("tracking.uri=")
+    assert "unable to open database file" in text and f"the run's result is kept in {path}" in text
+    assert json.loads(path.read_text()) == {"throughput": 1000.0}
+
+
+def test_the_jobs_own_error_wins_over_the_stores(make_cfg, db_uri, monkeypatch, caplog):
+    monkeypatch.setattr(TrackedRun, "flush", _broken_flush)
+    with pytest.raises(ValueError, match="the job's own"):
+        with track_job(make_cfg()):
+            raise ValueError("the job's own error")
+    assert any("the tracking store failed" in r.getMessage() for r in caplog.records)
