@@ -128,13 +128,18 @@ def _hydra_entry(cmd: Command) -> None:
         from hydra.core.hydra_config import HydraConfig
 
         from ipuexp.app import sweep_return
-        from ipuexp.poptorch.run_script import run
+        from ipuexp.poptorch.run_script import ScriptFailed, run
         from ipuexp.poptorch.session import Session
         from ipuexp.result import Skipped
 
         hc = HydraConfig.get()
         job = Session(cfg, list(hc.overrides.task), Path(hc.runtime.output_dir), cmd.predict_only)
-        result = run(cmd.script, cmd.script_args, job)
+        try:
+            result = run(cmd.script, cmd.script_args, job)
+        except ScriptFailed as failed:
+            if cmd.multirun:
+                raise  # this point fails; the sweep goes on
+            sys.exit(failed.code)  # reported already: no traceback of ipuexp's
         return sweep_return(result if result is not None else Skipped())
 
     hydra_args = ["hydra.job.chdir=false"] + (["-m"] if cmd.multirun else []) + cmd.overrides

@@ -1,0 +1,169 @@
+"""PopTorch's API as ipuexp.poptorch gives it: Options and their chaining, DataLoader batches, output modes, the
+optimizers' extra arguments, and the command's one-line errors."""
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import ipuexp.poptorch as poptorch
+from ipuexp.poptorch.session import Session, session
+from tests.poptorch.helpers import SCRIPTS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_options_chain_and_clone():
+    opts = poptorch.Options()
+    assert opts.deviceIterations(4).replicationFactor(2).randomSeed(7) is opts
+    assert opts.Training.gradientAccumulation(8).setAutomaticLossScaling(True) is opts.Training
+    opts.Precision.setPartialsType(torch.half).enableStochasticRounding(True)
+    opts.TensorLocations.setOptimizerLocation(poptorch.TensorLocationSettings().useOnChipStorage(False)
+                                              .useReplicatedTensorSharding(True)).numIOTiles(32)
+    copy = opts.clone()
+    copy.Training.gradientAccumulation(1)
+    assert opts.Training.gradient_accumulation == 8 and copy.Training.gradient_accumulation == 1
+    from ipuexp.poptorch.mapping import options_values
+
+    v = options_values(opts, training=True).values
+    assert v["options.gradient_accumulation"] == 8 and v["options.replication_factor"] == 2
+    assert v["options.partials_type"] == "half" and v["options.stochastic_rounding"] is True
+    assert v["options.tensor_locations.optimizer_state.on_chip"] is False
+    assert v["options.tensor_locations.optimizer_state.replicated_tensor_sharding"] is True
+    assert v["options.io.num_io_tiles"] == 32 and v["options.auto_loss_scaling"] is True
+
+
+def test_unsupported_options_say_what_is_supported():
+    with pytest.raises(poptorch.UnsupportedError, match=r"^OutputMode.EveryN is not supported; supported: "):
+        poptorch.Options().outputMode(poptorch.OutputMode.EveryN)
+    with pytest.raises(poptorch.UnsupportedError, match="PipelinedExecution, ShardedExecution"):
+        poptorch.SerialPhasedExecution("B1")
+
+
+def test_dataloader_combined_batch_and_drop_last(caplog):
+    opts = poptorch.Options().deviceIterations(3).replicationFactor(2)
+    opts.Training.gradientAccumulation(5)
+    data = torch.utils.data.TensorDataset(torch.arange(1000.0))
+    loader = poptorch.DataLoader(opts, data, batch_size=4)
+    assert loader.combinedBatchSize == 4 * 3 * 5 * 2
+    assert [len(b[0]) for b in loader] == [120] * 8  # 1000 // 120, the incomplete batch dropped
+    with caplog.at_level(logging.WARNING):
+        kept = poptorch.DataLoader(opts, data, batch_size=4, drop_last=False)
+    assert "The last tensor will have a batch size of 40" in caplog.text
+    assert [len(b[0]) for b in kept][-1] == 40
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(3))
+
+    def forward(self, x, y):
+        out = x * self.w
+        return out, ((out - y) ** 2).mean()
+
+
+@pytest.mark.parametrize("mode, shapes", [
+    (poptorch.OutputMode.All, ((2 * 2 * 3 * 4, 3), (2 * 2 * 3,))),
+    (poptorch.OutputMode.Final, ((2 * 4, 3), (2,))),
+    (poptorch.OutputMode.Sum, ((2 * 4, 3), (2,))),
+])
+def test_output_modes(tmp_path, mode, shapes):
+    """What a training call returns: all micro-batches, the last of each replica, or their sum per replica."""
+    opts = poptorch.Options().deviceIterations(2).replicationFactor(2).outputMode(mode)
+    opts.Training.gradientAccumulation(3)
+    model = _Scaled()
+    job = Session(None, [], tmp_path)
+    job.predicted = True  # numerics only
+    with session(job):
+        training = poptorch.trainingModel(model, opts, poptorch.optim.SGD(model.parameters(), lr=0.1))
+        out, loss = training(torch.randn(48, 3), torch.randn(48, 3))
+    assert (tuple(out.shape), tuple(loss.shape)) == shapes
+    assert job.steps == 2  # one update per device iteration
+
+
+def test_mean_reduction_and_loss_scaling_give_sgds_step(tmp_path):
+    """One device iteration of 2 replicas x 3 micro-batches: one SGD step on the mean gradient, loss scale undone."""
+    opts = poptorch.Options().replicationFactor(2)
+    opts.Training.gradientAccumulation(3)
+    x, y = torch.randn(12, 3), torch.randn(12, 3)
+    reference = _Scaled()
+    grads = []
+    for i in range(6):
+        reference.zero_grad()
+        reference(x[2 * i:2 * i + 2], y[2 * i:2 * i + 2])[1].backward()
+        grads.append(reference.w.grad.clone())
+    expected = reference.w.detach() - 0.1 * torch.stack(grads).mean(0)
+    model = _Scaled()
+    job = Session(None, [], tmp_path)
+    job.predicted = True
+    with session(job):
+        poptorch.trainingModel(model, opts, poptorch.optim.SGD(model.parameters(), lr=0.1, loss_scaling=1024.0))(x, y)
+    torch.testing.assert_close(model.w.detach(), expected)
+
+
+def test_inference_model_returns_all_and_sees_training(tmp_path):
+    model = _Scaled()
+    opts = poptorch.Options().deviceIterations(4)
+    job = Session(None, [], tmp_path)
+    job.predicted = True
+    with session(job):
+        inference = poptorch.inferenceModel(model, opts)
+        with torch.no_grad():
+            model.w.mul_(2)
+        out, loss = inference(torch.ones(8, 3), torch.zeros(8, 3))
+    assert tuple(out.shape) == (8, 3) and tuple(loss.shape) == (4,) and float(out[0, 0]) == 2.0
+    with pytest.raises(ValueError, match="gradientAccumulation to 1"):
+        bad = poptorch.Options()
+        bad.Training.gradientAccumulation(2)
+        poptorch.inferenceModel(model, bad)
+
+
+def _command(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, COLUMNS="100", PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "ipuexp.poptorch", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_unsupported_api_is_one_line(tmp_path):
+    proc = _command(str(SCRIPTS / "phased.py"), "--", "tracking.enabled=false", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("ipuexp.poptorch: poptorch.SerialPhasedExecution is not supported; supported: "
+                                   "PipelinedExecution, ShardedExecution")
+
+
+def test_script_error_is_the_scripts_traceback(tmp_path):
+    proc = _command(str(SCRIPTS / "broken.py"), "--", "tracking.enabled=false", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "broken.py\", line 13, in forward" in proc.stderr and "RuntimeError: shape '[-1, 5]'" in proc.stderr
+    assert "ipuexp/" not in proc.stderr and "Error executing job" not in proc.stderr
+
+
+def test_bad_override_is_one_line(tmp_path):
+    """A key ipuexp does not have stops before the script runs; a value its rules refuse, at the prediction."""
+    proc = _command(str(SCRIPTS / "phased.py"), "--", "options.gradient_acumulation=2", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.startswith("ipuexp: config error: options.gradient_acumulation")
+    assert len(proc.stderr.strip().splitlines()) == 1
+    proc = _command(str(SCRIPTS / "autostage.py"), "--", "options.io.num_io_tiles=7", "tracking.enabled=false",
+                    cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith("ipuexp: config error: options.io.num_io_tiles=7 ")
+    assert "Traceback" not in proc.stderr
+
+
+def test_help_fits_80_columns_and_import_is_light():
+    proc = _command("--help", cwd=ROOT)
+    assert proc.returncode == 0 and "--predict-only" in proc.stdout
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 80
+    code = ("import time, torch; t = time.perf_counter(); import ipuexp.poptorch; "
+            "print(time.perf_counter() - t); import sys; "
+            "print(sorted(m for m in ('hydra', 'mlflow', 'omegaconf', 'ray', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    seconds, heavy = out.stdout.splitlines()
+    assert float(seconds) < 0.5 and heavy == "[]"
