@@ -27,6 +27,8 @@ def test_an_override_hydra_cannot_parse_is_named_as_typed(tmp_path):
     _one_line(proc, "options.gradient_accumulation='[1,2' is invalid", "override grammar")
     proc = run_cli("-m", "+recipe=bert_base", "options.device_iterations=(1", cwd=tmp_path)
     _one_line(proc, "options.device_iterations='(1' is invalid")
+    proc = run_cli("+recipe=bert_base", "=5", cwd=tmp_path)
+    _one_line(proc, "override='=5' is invalid", "a key before '='")
     assert not list(tmp_path.iterdir())
 
 

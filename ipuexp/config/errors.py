@@ -52,6 +52,8 @@ def from_omegaconf(exc: Exception, overrides: Optional[Dict[str, str]] = None) -
     for key, value in overrides.items():  # the override the message quotes, as typed
         if f"{key}={value}" in str(exc):
             return ConfigError(key, value, text)
+        if not key.strip():  # "=VALUE": Hydra reads no key, and says something else
+            return ConfigError("override", f"{key}={value}", f"allowed: KEY=VALUE, a key before '=' ({text})")
     return ConfigError("?", None, text)
 
 

@@ -57,7 +57,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         check_uri("--uri", args.uri)
         check_writable("--out", out)
         uri = absolute_uri(args.uri, Path.cwd()) if args.uri else tracking_uri(None)
-        check_store("--uri", args.uri or uri, uri)
+        check_store("--uri", args.uri or uri, uri, must_exist=True)
         sweep = load(uri, args.experiment, args.sweep)
         if args.calibration:
             sweep = under_calibration(sweep, args.calibration)

@@ -28,13 +28,17 @@ def bound_requests(timeout_s: float) -> None:
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 
 
-def reachable(uri: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+def reachable(uri: str, timeout_s: float = DEFAULT_TIMEOUT_S, must_exist: bool = False) -> None:
     """Raise StoreUnreachable unless the store of ``uri`` (absolute, as ``store.tracking_uri`` gives it) can be
-    opened within ``timeout_s``; a new SQLite file or file store only needs a folder that can be written."""
+    opened within ``timeout_s``; a new SQLite file or file store only needs a folder that can be written, unless
+    ``must_exist`` (a command that only reads runs: it must not leave a new empty store behind)."""
     bound_requests(timeout_s)
     db = sqlite_path(uri)
     parts = urlsplit(uri)
     scheme = parts.scheme.split("+", 1)[0]
+    local = db if db is not None else Path(parts.path) if scheme == "file" else None
+    if must_exist and local is not None and not local.exists():
+        raise StoreUnreachable(f"{local}: no such {'file' if db is not None else 'folder'} (no runs recorded there)")
     if db is not None:
         _sqlite(db, timeout_s)
     elif scheme in ("http", "https"):
@@ -45,13 +49,14 @@ def reachable(uri: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         _folder(Path(parts.path))
 
 
-def check_store(key: str, value: object, uri: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+def check_store(key: str, value: object, uri: str, timeout_s: float = DEFAULT_TIMEOUT_S,
+                must_exist: bool = False) -> None:
     """:func:`reachable` as the configuration error of the key or argument that named the store (``value``, as
     given)."""
     from ipuexp.config.errors import ConfigError
 
     try:
-        reachable(uri, timeout_s)
+        reachable(uri, timeout_s, must_exist)
     except StoreUnreachable as err:
         raise ConfigError(key, value, f"allowed: a tracking store that opens within {timeout_s:g} s "
                                       f"(tracking.timeout_s): {err}") from None

@@ -66,7 +66,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             from ipuexp.tracking.store import absolute_uri, tracking_uri
 
             uri = absolute_uri(args.uri, Path.cwd()) if args.uri else tracking_uri(None)
-            check_store("--uri", args.uri or uri, uri)
+            check_store("--uri", args.uri or uri, uri, must_exist=True)
             measurements = read_mlflow(args.from_mlflow, uri)
         else:
             measurements = read_csv(args.file)

@@ -61,3 +61,10 @@ def test_a_store_that_cannot_be_opened_is_one_line(tmp_path, capsys):
     (tmp_path / "junk.db").write_bytes(b"no database here, just some bytes")
     _refused(capsys, ["bert_large", "--uri", f"sqlite:///{tmp_path / 'junk.db'}", "--out", str(tmp_path / "o")],
              "not an SQLite database")
+
+
+def test_a_store_that_does_not_exist_is_one_line_and_is_not_created(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _refused(capsys, ["bert_large", "--uri", "sqlite:///nothing.db", "--out", str(tmp_path / "o")],
+             "--uri='sqlite:///nothing.db' is invalid", "no such file")
+    assert not (tmp_path / "nothing.db").exists() and not (tmp_path / "o").exists()

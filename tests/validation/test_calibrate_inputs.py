@@ -69,3 +69,9 @@ def test_a_calibration_folder_that_cannot_be_written_is_found_before_the_fit(her
     path = here / "m.csv"
     path.write_text("id,overrides,measured_samples_per_s\nr1,+recipe=bert_base,10\n")
     _refused(capsys, [str(path), "--name", "n"], f"{user.ENV}=", "a folder that can be written", "not a folder")
+
+
+def test_a_store_that_does_not_exist_is_one_line_and_is_not_created(here, capsys):
+    _refused(capsys, ["--name", "n", "--from-mlflow", "E", "--uri", "sqlite:///none.db"],
+             "--uri='sqlite:///none.db' is invalid", "no such file")
+    assert not (here / "none.db").exists()
