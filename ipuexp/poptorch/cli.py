@@ -142,7 +142,10 @@ def _hydra_entry(cmd: Command) -> None:
             sys.exit(failed.code)  # reported already: no traceback of ipuexp's
         return sweep_return(result if result is not None else Skipped())
 
-    hydra_args = ["hydra.job.chdir=false"] + (["-m"] if cmd.multirun else []) + cmd.overrides
+    # The script's name is the MLflow experiment of its jobs and of a sweep's parent run, unless the command names one.
+    experiment = [] if any(o.lstrip("+~").startswith("tracking.experiment=") for o in cmd.overrides) else \
+        [f"tracking.experiment={Path(cmd.script).stem}"]
+    hydra_args = (["-m"] if cmd.multirun else []) + ["hydra.job.chdir=false"] + experiment + cmd.overrides
     saved = sys.argv
     sys.argv = [sys.argv[0]] + hydra_args
     try:

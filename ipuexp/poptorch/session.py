@@ -57,9 +57,12 @@ class Session:
         except Exception as exc:
             raise from_omegaconf(exc, {k: str(v) for k, v in script.items()}) from None
         self.cfg = cfg
-        shown = [f"{k}={_text(v)}" for k, v in values.items()
+        shown = [f"{k}={_text(v)}" for k, v in script.items()
                  if not k.startswith(("model.", "tracking.")) and (k, v) != ("training", True)]
         _say("the script's options as ipuexp overrides: " + " ".join(shown))
+        ours = [o for o in self.command_line if not o.lstrip("+~").startswith("tracking.experiment=")]
+        if ours:
+            _say("and from the command line: " + " ".join(ours))
         if no_effect:
             log.warning("these change nothing ipuexp predicts: %s", ", ".join(sorted(set(no_effect))))
         out = self._out_dir()
