@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
+import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.weak import WeakIdKeyDictionary
@@ -132,6 +133,8 @@ class _Splitter(TorchFunctionMode):
         if run is None:
             return func(*args, **kwargs)
         args, kwargs = tree_map(lambda v: self._receive(v, run), (args, kwargs))
+        if func is F.dropout:  # one op with a mask, as PopTorch runs it on the IPU
+            func, args, kwargs = _native_dropout, (args, kwargs), {}
         out = func(*args, **kwargs)
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor) and t not in self.producer:
@@ -187,6 +190,13 @@ class _Splitter(TorchFunctionMode):
         return t
 
 
+def _native_dropout(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+    """``F.dropout(input, p, training, inplace)`` as ``aten.native_dropout``."""
+    bound = {**dict(zip(("input", "p", "training", "inplace"), args)), **kwargs}
+    x, p, training = bound["input"], float(bound.get("p", 0.5)), bound.get("training", True)
+    return torch.native_dropout(x, p, True)[0] if training and p > 0 else x
+
+
 def _meta(t: Any) -> Any:
     if not isinstance(t, torch.Tensor):
         return t
@@ -210,12 +220,34 @@ def _bytes(t: torch.Tensor) -> int:
 
 def split_model(model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[str, Any], micro_batch_size: int,
                 training: bool, name: str) -> SplitModel:
-    """Capture ``model`` called with one micro-batch of ``args`` and ``kwargs`` (shapes taken from them)."""
+    """Capture ``model`` called with one micro-batch of ``args`` and ``kwargs``: on meta tensors of their shapes, or,
+    when the model's code reads values (a Transformers mask skipped when nothing is padded), on the call's first
+    micro-batch with copies of the weights, which the capture's backward leaves untouched."""
+    try:
+        return _split(model, args, kwargs, micro_batch_size, training, name, meta=True)
+    except (RuntimeError, NotImplementedError) as exc:
+        if "meta" not in str(exc):
+            raise
+    return _split(model, args, kwargs, micro_batch_size, training, name, meta=False)
+
+
+def _real(t: torch.Tensor, is_param: bool) -> torch.Tensor:
+    return t.detach().requires_grad_(t.requires_grad) if is_param else t.detach().clone()
+
+
+def _split(model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[str, Any], micro_batch_size: int,
+           training: bool, name: str, meta: bool) -> SplitModel:
     start = time.perf_counter()
-    state = {n: _meta(t) for n, t in [*model.named_parameters(), *model.named_buffers()]}
-    params = {id(state[n]): state[n] for n, _ in model.named_parameters()}
+    names = {n for n, _ in model.named_parameters()}
+    state = {n: _meta(t) if meta else _real(t, n in names)
+             for n, t in [*model.named_parameters(), *model.named_buffers()]}
+    params = {id(state[n]): state[n] for n in names}
     exclude = {t.untyped_storage()._cdata for t in state.values()}
-    margs, mkwargs = tree_map(lambda v: _micro_batch(v, micro_batch_size), (args, kwargs))
+    if meta:
+        margs, mkwargs = tree_map(lambda v: _micro_batch(v, micro_batch_size), (args, kwargs))
+    else:
+        margs, mkwargs = tree_map(lambda v: v[:micro_batch_size] if isinstance(v, torch.Tensor) and v.dim() else v,
+                                  (args, kwargs))
     inputs = [t for t in tree_flatten((margs, mkwargs))[0] if isinstance(t, torch.Tensor)]
     splitter = _Splitter(params, inputs, exclude)
     was_training = model.training
