@@ -80,6 +80,9 @@ class ThroughputFigures:
     most like this configuration, widened outside the calibration's range (None without calibration residuals)."""
     error_band_reasons: List[str] = field(default_factory=list)
     """What the band rests on and why it was widened."""
+    extrapolated: Optional[str] = None
+    """The axes on which no calibration row reaches this configuration, with the span the rows cover there
+    (``calibration.reach``); None when a row reaches it."""
 
 
 @dataclass

@@ -18,10 +18,13 @@ from ipuexp.validation.report import Outcome, Report
 # fitted; the tests say how far off each is, so that a fix shows up here.
 UNEXPLAINED = "vit_b16_finetune_bow_pod16_pytorch"
 GPT2 = "gpt2_medium_wikitext103_sl1024_mk2_pod16_optimum"
-# The one row with a short host call (256 samples): only it determines the PopTorch loop's cost per call.
+# The one row with a short PopTorch host call (256 samples): the Optimum loop's cost per call, held out, falls back
+# to its prior (sized from Optimum's notebook runs, docs/emulator.md).
 ROBERTA = "roberta_base_squad2_sl384_mk2_pod16_optimum"
-# Packed MLPerf BERT: predicted and fitted in sequences/s, its attention and feed-forward halves placed as it ran.
+# Packed MLPerf BERT: predicted and fitted in sequences/s, its attention and feed-forward halves placed as it ran,
+# on 4 replicas of 4 IPUs (POD16) and 8 and 16 replicas of 8 IPUs (POD64, POD128).
 PACKED = "bert_large_packed_mlperf11_mk2_pod16_popart"
+MLPERF = (PACKED, "bert_large_packed_mlperf11_mk2_pod64_popart", "bert_large_packed_mlperf11_mk2_pod128_popart")
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +38,7 @@ def test_config_sets_the_thresholds():
     cfg = v.load_config()
     assert (cfg.mape_threshold, cfg.max_row_error, cfg.loo_mape_threshold, cfg.loo_worst, cfg.held_out_worst) == \
         (6, 20, 10, 20, 25)
-    assert cfg.min_in_band == 8 and set(cfg.unexplained) == {UNEXPLAINED, GPT2}
+    assert cfg.max_out_of_band == 1 and set(cfg.unexplained) == {UNEXPLAINED, GPT2}
     assert cfg.csv is None  # the table shipped with the package
 
 
@@ -45,7 +48,7 @@ def test_every_row_has_a_configuration_and_a_residual():
     for row in rows:
         assert (RUNS_DIR / f"{row.id}.yaml").exists()
     assert {r.id for r in load_residuals()} == {r.id for r in rows}
-    assert [r.id for r in rows if r.packed] == [PACKED]
+    assert [r.id for r in rows if r.packed] == list(MLPERF)
 
 
 @pytest.mark.slow
@@ -53,25 +56,24 @@ def test_generalisation_on_the_full_table(report):
     cfg, rep = report
     assert {o.row.id for o in rep.outcomes} == {r.id for r in load_rows()} and rep.unpredicted == []
     assert {o.row.id for o in rep.outcomes if o.unexplained} == {UNEXPLAINED, GPT2}
-    # Packed MLPerf BERT, in sequences/s: within 10% in sample, the table's worst fitted row (it runs about 8%
-    # slower than its operations cost; docs/emulator.md, packed sequences).
-    packed = next(o for o in rep.outcomes if o.row.id == PACKED)
-    assert 0.0 < packed.error <= 10.0 and rep.worst == pytest.approx(abs(packed.error))
-    # In sample: MAPE within the 6% gate.
-    assert rep.mape <= cfg.mape_threshold
-    # Leave-one-out: MAPE within the 10% gate; every row but RoBERTa within 10%. Without RoBERTa no row has a
-    # short host call, so the loop's cost per call falls back to its prior and RoBERTa comes out 30-60% fast.
+    # Packed MLPerf BERT, in sequences/s, at POD16, POD64 and POD128: each within 10% in sample.
+    for row_id in MLPERF:
+        assert abs(next(o for o in rep.outcomes if o.row.id == row_id).error) <= 10.0, row_id
+    # In sample: MAPE within the 6% gate, worst within 20%.
+    assert rep.mape <= cfg.mape_threshold and rep.worst <= cfg.max_row_error
+    # Leave-one-out: MAPE within 10%, worst within 20% (RoBERTa included: its loop's cost falls back to a prior
+    # sized from Optimum's notebook runs, and the AutoIncrement stages carry its fill and drain).
     assert rep.mode_mape("leave-one-out") <= cfg.loo_mape_threshold
-    others = Report([o for o in rep.fitted if o.row.id != ROBERTA], rep.constants, rep.loo_constants)
-    assert others.mode_worst("leave-one-out") <= 10.0
+    assert rep.mode_worst("leave-one-out") <= cfg.loo_worst
     roberta = next(o for o in rep.outcomes if o.row.id == ROBERTA)
-    assert abs(roberta.error) <= 3.0 and 30.0 < roberta.loo_error < 60.0
-    # Leave-one-size-out and -family-out, measured (docs/emulator.md has the table): worst 14.3% and 15.3%.
-    assert others.mode_worst("leave-one-size-out") <= 15.0
-    assert others.mode_worst("leave-one-family-out") <= 16.0
-    # Error band: the published value is inside the band of the leave-one-out prediction for 8 of 10 fitted rows
-    # (outside: ResNet-50 on the Bow POD16, and the packed row).
-    assert rep.covered >= 8
+    assert abs(roberta.error) <= 3.0 and abs(roberta.loo_error) < 15.0
+    # Leave-one-size-out and -family-out within 25%.
+    assert rep.mode_worst("leave-one-size-out") <= cfg.held_out_worst
+    assert rep.mode_worst("leave-one-family-out") <= cfg.held_out_worst
+    # Error band: the published value is inside the band of the leave-one-out prediction for every row but one,
+    # the unexplained rows included (outside: GPT-2 medium at 1,024 tokens, 2.6x off).
+    assert rep.out_of_band <= 1 and rep.covered_all >= len(rep.outcomes) - 1
+    assert all(v.gates(rep, cfg).values()), v.gates(rep, cfg)
     # Every held-out fit refitted every constant.
     for mode in MODES[1:]:
         for consts in rep.held_out_constants[mode].values():
@@ -148,19 +150,6 @@ def test_calibration_block_carries_a_note_per_constant(tmp_path, monkeypatch):
     from omegaconf import OmegaConf
 
     assert OmegaConf.load(conf / "ipu" / "bow.yaml").calibration.amp_efficiency == 0.5
-
-
-@pytest.mark.slow
-def test_every_error_gate_passes_without_the_short_host_call_row():
-    # The error gates fail on one row only: RoBERTa's held-out predictions, which no other row can inform. Without
-    # it the band gate fails instead: 7 of 9 rows in band (the packed row and ResNet-50 on the Bow POD16 outside).
-    cfg = v.load_config()
-    cfg.exclude = [ROBERTA]
-    rep = v.run(cfg)
-    assert ROBERTA not in [o.row.id for o in rep.outcomes]
-    gates = v.gates(rep, cfg)
-    failing = [name for name, ok in gates.items() if not ok]
-    assert len(failing) == 1 and "band" in failing[0], gates
 
 
 def test_exclude_names_the_rows_and_refuses_write(capsys):

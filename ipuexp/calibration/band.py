@@ -12,25 +12,32 @@ what the table covers, each widening with its reason:
 * a model family with no calibration row: the ``NEAREST`` most similar rows (closest system size, micro-batch
   and gradient accumulation on a log scale), at least the band of the whole table, times ``NEW_FAMILY_FACTOR``;
 * a family with rows, but none on this IPU generation: ``x GENERATION_FACTOR`` (the terms counted in seconds,
-  links and host, weigh differently at another clock);
+  links and host, weigh differently at another clock), and the spread of frameworks and SDKs
+  (``SOFTWARE_SPREAD_PCT``, added in quadrature: another generation usually ran another SDK);
 * a larger system than any row: ``+SIZE_FACTOR`` of the band per doubling beyond the largest;
 * micro-batch or gradient accumulation more than 2x outside the table's range: ``x RANGE_FACTOR`` each.
+
+Beyond its family, a prediction is as good as the rows near it (``Point``: IPUs per replica, tokens or pixels per
+micro-batch, samples per weight update, the fullest tile's headroom, system size, host framework). A row *reaches*
+a configuration when every axis is within ``REACH`` of it (a factor 2 on the counted axes, 10 points of headroom,
+the same framework). Beyond the nearest row's reach the band grows by ``GROWTH`` per reach-width of excess
+distance, and a configuration that no row reaches is *extrapolated*: the band says so, names the axes and the range
+the rows span there, and is at least ``extrapolation floor``: the largest leave-one-out error of the fitted rows
+that were themselves outside the reach of every other row (how far off the model was where it had to extrapolate).
 
 Reading the residuals is cached: a band costs microseconds.
 """
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
-from ipuexp.calibration import CALIBRATION_DIR, family
+from ipuexp.calibration import family
+from ipuexp.calibration.evidence import (  # noqa: F401  (the band's evidence, imported from here by its users)
+    RESIDUAL_FIELDS, RESIDUALS, Point, Residual, load_residuals, residual_from, write_residuals)
+from ipuexp.calibration.reach import describe, extrapolation_floor, nearest, outside_axes
 
-RESIDUALS = CALIBRATION_DIR / "residuals.csv"
-RESIDUAL_FIELDS = ("id", "family", "ipu", "ipus", "micro_batch", "grad_accum", "loo_error_pct")
 NEAREST = 3
 COVERAGE_K = 2.0
 MIN_BAND_PCT = 3.0
@@ -38,19 +45,14 @@ NEW_FAMILY_FACTOR = 1.5
 GENERATION_FACTOR = 1.5
 SIZE_FACTOR = 0.5
 RANGE_FACTOR = 1.25
+SOFTWARE_SPREAD_PCT = 7.0
+"""How far frameworks and SDK versions alone move one published configuration: BERT-Large phase 1 on a Bow POD16
+at 4,527 (TensorFlow 2, SDK 3.3), 5,125 (TensorFlow 1) and 5,179 sequences/s (PopART), about +-7% (Graphcore's
+performance results page; docs/emulator.md, Validation)."""
+GROWTH = 0.5
+"""Band growth per reach-width of distance beyond the nearest row's reach (``calibration.reach``)."""
 # Distance scales (log2 units that count as one step of dissimilarity) and the cost of another family.
 _SCALE_IPUS, _SCALE_MBS, _SCALE_GA, _FAMILY_DISTANCE = 2.0, 1.5, 3.0, 2.0
-
-
-@dataclass(frozen=True)
-class Residual:
-    id: str
-    family: str
-    ipu: str
-    ipus: int
-    micro_batch: int
-    grad_accum: int
-    loo_error_pct: float
 
 
 @dataclass(frozen=True)
@@ -59,24 +61,13 @@ class Band:
     """Half-width of the band, percent of the prediction."""
     reasons: Tuple[str, ...]
     """What the band rests on and why it was widened."""
-
-
-def write_residuals(rows: Sequence[Residual], path: Path = RESIDUALS) -> None:
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(RESIDUAL_FIELDS)
-        for r in rows:
-            w.writerow([r.id, r.family, r.ipu, r.ipus, r.micro_batch, r.grad_accum, f"{r.loo_error_pct:.2f}"])
-    load_residuals.cache_clear()
-
-
-@lru_cache(maxsize=4)
-def load_residuals(path: Path = RESIDUALS) -> Tuple[Residual, ...]:
-    if not path.exists():
-        return ()
-    with open(path, newline="") as f:
-        return tuple(Residual(r["id"], r["family"], r["ipu"], int(r["ipus"]), int(r["micro_batch"]),
-                              int(r["grad_accum"]), float(r["loo_error_pct"])) for r in csv.DictReader(f))
+    extrapolated: Optional[str] = None
+    """The axes on which no calibration row reaches the configuration, with the span the rows cover there; None
+    when a row reaches it."""
+    nearest: Optional[str] = None
+    """The calibration row nearest the configuration along the reach axes (with ``point``)."""
+    distance: float = 0.0
+    """How far beyond that row's reach, in reach-widths (0: within it)."""
 
 
 def _log2(a: float, b: float) -> float:
@@ -88,10 +79,12 @@ def _rms(values: Sequence[float]) -> float:
 
 
 def error_band(model: str, ipus: int, micro_batch: int, grad_accum: int, exclude: Optional[str] = None,
-               residuals: Optional[Sequence[Residual]] = None, ipu: Optional[str] = None) -> Optional[Band]:
+               residuals: Optional[Sequence[Residual]] = None, ipu: Optional[str] = None,
+               point: Optional[Point] = None) -> Optional[Band]:
     """Band of a prediction for ``model`` on ``ipus`` IPUs at this micro-batch and gradient accumulation (None
     without residuals). ``exclude`` leaves a calibration row out (validation of the band itself); ``ipu`` is the
-    IPU generation (mk1, mk2, bow), when known."""
+    IPU generation (mk1, mk2, bow), when known; ``point``, where the configuration sits (``calibration.reach``):
+    with it the band grows with the distance from the rows instead of the size and range rules."""
     rows: List[Residual] = [r for r in (load_residuals() if residuals is None else residuals) if r.id != exclude]
     if not rows:
         return None
@@ -103,7 +96,9 @@ def error_band(model: str, ipus: int, micro_batch: int, grad_accum: int, exclude
                          + (_log2(micro_batch, r.micro_batch) / _SCALE_MBS) ** 2
                          + (_log2(grad_accum, r.grad_accum) / _SCALE_GA) ** 2)
 
-    table_rms = _rms([r.loo_error_pct for r in rows])
+    # The table's spread over the rows the model explains: an unexplained row's error is its family's, not the
+    # table's (its own family's band carries it).
+    table_rms = _rms([r.loo_error_pct for r in rows if r.fitted] or [r.loo_error_pct for r in rows])
     own = [r for r in rows if r.family == fam]
     if len(own) >= 2:
         pct = max(MIN_BAND_PCT, COVERAGE_K * _rms([r.loo_error_pct for r in own]))
@@ -112,14 +107,18 @@ def error_band(model: str, ipus: int, micro_batch: int, grad_accum: int, exclude
         pct = max(MIN_BAND_PCT, COVERAGE_K * max(abs(own[0].loo_error_pct), table_rms))
         reasons = [f"the leave-one-out residual of {own[0].id}, the one {fam} row, at least the table's RMS"]
     else:
-        near = sorted(rows, key=distance)[:NEAREST]
+        near = sorted([r for r in rows if r.fitted] or rows, key=distance)[:NEAREST]
         pct = max(MIN_BAND_PCT, COVERAGE_K * _rms([r.loo_error_pct for r in near]), COVERAGE_K * table_rms)
         pct *= NEW_FAMILY_FACTOR
         reasons = [f"leave-one-out residuals of {', '.join(r.id for r in near)} and of the whole table",
                    f"no calibration row of the {fam} family"]
     if own and ipu and ipu not in {r.ipu for r in own}:
-        pct *= GENERATION_FACTOR
+        # Another generation usually ran another SDK: add the spread the same configuration shows across
+        # frameworks and SDKs (SOFTWARE_SPREAD_PCT) to the widened band.
+        pct = math.hypot(pct * GENERATION_FACTOR, SOFTWARE_SPREAD_PCT)
         reasons.append(f"no {fam} calibration row on {ipu}")
+    if point is not None:
+        return _reach_band(rows, point, pct, reasons)
     largest = max(r.ipus for r in rows)
     if ipus > largest:
         doublings = _log2(ipus, largest)
@@ -131,3 +130,26 @@ def error_band(model: str, ipus: int, micro_batch: int, grad_accum: int, exclude
             pct *= RANGE_FACTOR
             reasons.append(f"{name} {value} outside the calibration's {min(seen)}..{max(seen)}")
     return Band(pct, tuple(reasons))
+
+
+def _reach_band(rows: Sequence[Residual], point: Point, pct: float, reasons: List[str]) -> Band:
+    """Widen ``pct`` with the distance of ``point`` from the nearest row; floor an extrapolation."""
+    row, d = nearest(rows, point)
+    if row is None:
+        return Band(pct, tuple(reasons))
+    if d <= 0:
+        reasons.append(f"within the reach of {row.id}")
+        return Band(pct, tuple(reasons), nearest=row.id)
+    pct *= 1 + GROWTH * d
+    reasons.append(f"{d:.1f} reach-widths beyond the nearest row, {row.id}")
+    axes = outside_axes(rows, point)
+    if not axes:
+        return Band(pct, tuple(reasons), nearest=row.id, distance=d)
+    words = describe(rows, point, axes)
+    floor, outside = extrapolation_floor(rows)
+    if floor > pct:
+        pct = floor
+        reasons.append(f"at least the largest leave-one-out error of the rows outside the others' reach "
+                       f"({', '.join(r.id for r in outside)})")
+    reasons.append(f"extrapolated: {words}")
+    return Band(pct, tuple(reasons), extrapolated=words, nearest=row.id, distance=d)

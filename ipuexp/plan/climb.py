@@ -25,7 +25,7 @@ def score(o: Optional[Outcome]) -> Tuple[int, float]:
     if o is None or o.status == INVALID:
         return (-1, 0.0)
     if o.status == FITS:
-        return (1, o.samples_per_s)
+        return (1, o.score)
     return (0, -float(o.shortfall_bytes))
 
 

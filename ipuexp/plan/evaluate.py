@@ -29,7 +29,13 @@ class Outcome:
     reason: str = ""
     """Why it was rejected, in one line."""
     samples_per_s: float = 0.0
+    score: float = 0.0
+    """What the planner maximises (``plan.rank``): the lower end of the band, or ``samples_per_s`` itself."""
     band_pct: Optional[float] = None
+    extrapolated: Optional[str] = None
+    nearest: Optional[Tuple[str, float]] = None
+    """The nearest calibration row and how far beyond its reach (reach-widths), when known."""
+    """The axes on which no calibration row reaches the candidate (``calibration.reach``); None when one does."""
     step_time_s: float = 0.0
     peak_tile_bytes: int = 0
     """Bytes on the fullest tile over the replica's IPUs (for pruned candidates: the lower bound)."""
@@ -63,8 +69,10 @@ class Outcome:
 class Evaluator:
     """Evaluates candidates of one base configuration; holds the graphs and the caches (one per process)."""
 
-    def __init__(self, base: ExperimentConfig, graph_for: Callable[[int], Any], headroom: float = 0.0):
+    def __init__(self, base: ExperimentConfig, graph_for: Callable[[int], Any], headroom: float = 0.0,
+                 rank: str = "lower"):
         self.base = base
+        self.rank = rank
         self.graph_for = graph_for
         self._graphs: Dict[int, Any] = {}
         self._stages: Dict[Tuple[Layout, int], Any] = {}
@@ -97,6 +105,7 @@ class Evaluator:
         from ipuexp.calibration.user import residuals_for
         from ipuexp.config.validate import validate
         from ipuexp.emulator.memory import estimate_memory
+        from ipuexp.emulator.position import point_of
         from ipuexp.emulator.timing import estimate_throughput
         from ipuexp.execution.execution import build_plan
 
@@ -123,9 +132,14 @@ class Evaluator:
         memory = estimate_memory(plan, graph, block_memo=self._memory_memos.setdefault(c.micro_batch, {}))
         thr = estimate_throughput(plan, graph, block_memo=self._memos.setdefault(c.micro_batch, {}))
         band = error_band(graph.model, len(plan.ipus) * plan.replicas, c.micro_batch, c.grad_accum,
-                          ipu=str(plan.ipu.name), residuals=residuals_for(exp.calibration))
+                          ipu=str(plan.ipu.name), residuals=residuals_for(exp.calibration),
+                          point=point_of(exp.model, graph.model, plan, memory))
         out.samples_per_s, out.step_time_s = thr.samples_per_s, thr.step_time_s
         out.band_pct = band.pct if band is not None else None
+        out.extrapolated = band.extrapolated if band is not None else None
+        out.nearest = (band.nearest, band.distance) if band is not None and band.nearest else None
+        lower = self.rank == "lower" and out.band_pct is not None
+        out.score = out.samples_per_s * (1.0 - min(out.band_pct, 100.0) / 100.0) if lower else out.samples_per_s
         out.ipu_tile_bytes = [m.max_tile_bytes for m in memory.ipus]
         tile = max(memory.ipus, key=lambda m: m.max_tile_bytes)
         ipu = max(memory.ipus, key=lambda m: m.total_bytes)

@@ -111,7 +111,7 @@ def optuna_search(problem: sp.Problem, pool: Pool, stats: SearchStats, outcomes:
                 study.tell(t, state=TrialState.FAIL)
                 continue
             fits = [o for o in seen if o.fits]
-            best = max(o.samples_per_s for o in fits) if fits else 0.0
+            best = max(o.score for o in fits) if fits else 0.0
             t.set_constraint("shortfall", float(min(o.shortfall_bytes for o in seen)))
             if multi:
                 study.tell(t, [best, float(min(o.peak_tile_bytes for o in seen))])

@@ -39,13 +39,25 @@ def distinct(outcomes: List[Outcome], n: int, recipe: Optional[Candidate] = None
 
 def throughput_text(o: Outcome) -> str:
     band = f" (±{o.band_pct:.0f}%)" if o.band_pct is not None else ""
-    return f"{o.samples_per_s:,.0f}{band}"
+    return f"{o.samples_per_s:,.0f}{band}" + (" *" if o.extrapolated else "")
+
+
+def lower_text(o: Outcome) -> str:
+    """The lower end of the band: what the prediction promises at worst."""
+    if o.band_pct is None:
+        return "-"
+    return f"{o.samples_per_s * (1.0 - min(o.band_pct, 100.0) / 100.0):,.0f}"
 
 
 def row(o: Outcome, recipe: Candidate) -> Dict[str, Any]:
     changes = differences(o.candidate, recipe)
     return {
         "samples_per_s": round(o.samples_per_s, 1), "error_band_pct": o.band_pct,
+        "samples_per_s_lower": None if o.band_pct is None else
+        round(o.samples_per_s * (1.0 - min(o.band_pct, 100.0) / 100.0), 1),
+        "extrapolated": o.extrapolated, "score": round(o.score, 1),
+        "nearest_row": o.nearest[0] if o.nearest else None,
+        "nearest_distance": round(o.nearest[1], 2) if o.nearest else None,
         "step_time_s": o.step_time_s, "status": o.status, "global_batch": o.candidate.global_batch,
         "peak_tile_bytes": o.peak_tile_bytes, "peak_tile_ipu": o.peak_tile_ipu,
         "tile_headroom": round(o.tile_headroom, 4), "peak_ipu_bytes": o.peak_ipu_bytes, "peak_ipu": o.peak_ipu,
@@ -93,20 +105,34 @@ def print_plan(plan: Plan, top: List[Outcome], rejected: List[Outcome], console:
             f"Not converged: the best improved by {st.late_gain():.1%} in the last quarter of the "
             f"{st.budget:,} sampled candidates; plan.trials={4 * st.budget} would search further.", width, 0),
             soft_wrap=True)
-    table = Table(title="Fastest configurations that fit", title_justify="left")
-    for col in ("#", "samples/s", "replicas x IPUs", "fullest tile (free)", "fullest IPU (free)"):
+    by_lower = plan.settings.rank == "lower"
+    title = ("Configurations that fit, by the lower end of their band" if by_lower
+             else "Fastest configurations that fit")
+    table = Table(title=title, title_justify="left")
+    for col in ("#", "samples/s", "at worst", "replicas x IPUs", "fullest tile (free)", "fullest IPU (free)"):
         table.add_column(col, justify="right")
     label = "scaled" if scaled is not None else "recipe"
     shown = [(label, baseline)] + [(str(i), o) for i, o in enumerate(top, 1)]
     for name, o in shown:
         if o.status not in (FITS, OOM):
-            table.add_row(name, "-", structure_text(o.candidate), "-", "-")
+            table.add_row(name, "-", "-", structure_text(o.candidate), "-", "-")
             continue
         fit = "" if o.fits else " (does not fit)"
-        table.add_row(name, throughput_text(o) + fit, structure_text(o.candidate),
+        table.add_row(name, throughput_text(o) + fit, lower_text(o), structure_text(o.candidate),
                       f"IPU {o.peak_tile_ipu}: {human(o.peak_tile_bytes)} ({o.tile_headroom:.0%})",
                       f"IPU {o.peak_ipu}: {human(o.peak_ipu_bytes)} ({o.ipu_headroom:.0%})")
     console.print(table)
+    console.print(wrapped(
+        "at worst: the lower end of the error band" + ("; the table ranks by it (plan.rank=point ranks by the "
+                                                       "prediction)" if by_lower else "")
+        + "; *: extrapolated, no calibration row reaches it", width, 0), soft_wrap=True)
+    if top and baseline.status == FITS:
+        best = top[0]
+        console.print(wrapped(
+            f"Best against the {label}: {_ratio(best.samples_per_s, baseline.samples_per_s)} predicted, "
+            f"{_ratio(best.score, baseline.score)} at worst. Evidence: "
+            + (f"extrapolated ({best.extrapolated})" if best.extrapolated else _evidence(best)), width, 0),
+            soft_wrap=True)
     if scaled is not None:
         used = r.candidate.layout.ipus * r.candidate.replicas
         console.print(wrapped(
@@ -128,6 +154,18 @@ def print_plan(plan: Plan, top: List[Outcome], rejected: List[Outcome], console:
             speed = f"{o.samples_per_s:,.0f} samples/s: " if o.status == OOM else ""
             console.print(wrapped(f"{speed}{o.reason}", width, 2), soft_wrap=True)
             console.print(wrapped(changes_text(o.candidate, p.recipe), width, 6), soft_wrap=True)
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{100 * (a / b - 1):+.1f}%" if b else "-"
+
+
+def _evidence(o: Outcome) -> str:
+    if o.nearest is None:
+        return "no calibration row to compare with"
+    row, d = o.nearest
+    where = "within its reach" if d <= 0 else f"{d:.1f} reach-widths beyond its reach"
+    return f"nearest calibration row {row} ({where}), band ±{o.band_pct:.0f}%"
 
 
 def _figure(o: Outcome) -> str:

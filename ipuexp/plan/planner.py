@@ -64,7 +64,7 @@ def prepare(base: ExperimentConfig, settings: PlanConfig) -> tuple:
     problem = problem_of(base, settings, len(layer_idx), has_heads, has_stem)
     sizes = sorted({m for lay, r in sp.layouts(problem) for m, _ in sp.dimensions(problem, lay, r)["batching"]}
                    | {problem.recipe.micro_batch})
-    evaluator = Evaluator(base, graph_for, headroom=settings.headroom)
+    evaluator = Evaluator(base, graph_for, headroom=settings.headroom, rank=settings.rank)
     for m in sizes:
         evaluator.graph(m)
     return problem, evaluator, time.perf_counter() - t0, sizes

@@ -8,17 +8,17 @@ from ipuexp.plan.evaluate import OOM, PRUNED, Outcome
 
 
 def ranked(outcomes: Dict[Candidate, Outcome]) -> List[Outcome]:
-    """Fitting candidates, fastest first (ties: more tile headroom first)."""
-    return sorted((o for o in outcomes.values() if o.fits), key=lambda o: (-round(o.samples_per_s, 1),
+    """Fitting candidates, best first by ``Outcome.score`` (``plan.rank``; ties: more tile headroom first)."""
+    return sorted((o for o in outcomes.values() if o.fits), key=lambda o: (-round(o.score, 1),
                                                                          o.peak_tile_bytes))
 
 
 def rejected(outcomes: Dict[Candidate, Outcome], best: Optional[Outcome], n: int) -> List[Outcome]:
     """The most promising rejected candidates: those out of memory that would have been faster than ``best``,
     smallest shortfall first (the nearest to fitting), then the others closest to fitting."""
-    floor = best.samples_per_s if best is not None else 0.0
-    oom = sorted((o for o in outcomes.values() if o.status == OOM and o.samples_per_s > floor),
-                 key=lambda o: (o.shortfall_bytes, -o.samples_per_s))
+    floor = best.score if best is not None else 0.0
+    oom = sorted((o for o in outcomes.values() if o.status == OOM and o.score > floor),
+                 key=lambda o: (o.shortfall_bytes, -o.score))
     if len(oom) >= n:
         return oom[:n]
     close = sorted((o for o in outcomes.values() if o.status in (OOM, PRUNED) and o not in oom),

@@ -18,7 +18,7 @@ def refine(evaluator: Evaluator, outcomes: Dict[Candidate, Outcome], stats: Sear
     to the largest value (at ``REFINE_STEP``) that still fits, and keep it when the candidate gets faster. An
     IPU's proportion bounds only its own temporaries and the speed of its own matmuls (``emulator.cost``), so
     the IPUs are raised independently, as Graphcore's published per-IPU values are."""
-    best = sorted((o for o in outcomes.values() if o.fits), key=lambda o: -o.samples_per_s)[:top]
+    best = sorted((o for o in outcomes.values() if o.fits), key=lambda o: -o.score)[:top]
     seen = set()
     for o in best:
         current = o
@@ -41,6 +41,6 @@ def refine(evaluator: Evaluator, outcomes: Dict[Candidate, Outcome], stats: Sear
                     fit, left = res, mid + 1
                 else:
                     right = mid - 1
-            if fit is not None and fit.samples_per_s > current.samples_per_s * (1 + 1e-9):
+            if fit is not None and fit.score > current.score * (1 + 1e-9):
                 current = fit
         seen.add(current.candidate)

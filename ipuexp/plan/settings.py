@@ -9,6 +9,7 @@ from ipuexp.config.errors import ConfigError
 
 SEARCHES = ("auto", "exhaustive", "optuna")
 SAMPLERS = ("nsga2", "tpe", "random")
+RANKS = ("lower", "point")
 
 
 @dataclass
@@ -22,8 +23,14 @@ class PlanConfig:
     fix: List[str] = field(default_factory=list)
     """Config keys that keep the recipe's value (e.g. ``[options.precision, data.micro_batch_size]``)."""
     headroom: float = 0.05
-    """Share of tile memory that must stay free on the fullest tile of every IPU (0.05: use at most 95%; the
-    emulator's memory figures carry a model error, so a plan at 100% is a plan at risk)."""
+    """Share of tile memory that must stay free on the fullest tile of every IPU (0.05: use at most 95%). It is
+    at least the memory model's known error: its largest wrong verdict on a published configuration was 3% of a
+    tile (Graphcore's PyTorch ResNet-50 configurations, docs/emulator.md), and published configurations that ran
+    are predicted at up to 96.7% of the fullest tile (ResNet-50 on a Bow POD16)."""
+    rank: str = "lower"
+    """What the search maximises and the table ranks by: ``lower``, the lower end of the throughput's error band
+    (what can be trusted: a candidate far from every calibration row has a wide band and ranks by its worst
+    case), or ``point``, the predicted throughput itself."""
     top_k: int = 5
     """Candidates in the ranked table, in ``plan.json`` and as MLflow child runs."""
     search: str = "auto"
@@ -58,6 +65,8 @@ def check(cfg: PlanConfig) -> PlanConfig:
         raise ConfigError("plan.headroom", cfg.headroom, "allowed: a number in [0, 1) (share of tile memory)")
     if cfg.search not in SEARCHES:
         raise ConfigError("plan.search", cfg.search, f"allowed: {' | '.join(SEARCHES)}")
+    if cfg.rank not in RANKS:
+        raise ConfigError("plan.rank", cfg.rank, f"allowed: {' | '.join(RANKS)}")
     if cfg.sampler not in SAMPLERS:
         raise ConfigError("plan.sampler", cfg.sampler, f"allowed: {' | '.join(SAMPLERS)}")
     for key in ("top_k", "trials", "exhaustive_limit"):

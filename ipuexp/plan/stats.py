@@ -46,8 +46,8 @@ class SearchStats:
 
     def note(self, o: Outcome) -> None:
         """Record ``o`` in the history of the best when it beats it."""
-        if o.fits and (not self.history or o.samples_per_s > self.history[-1][1]):
-            self.history.append((self.candidates, o.samples_per_s, time.perf_counter() - self.started))
+        if o.fits and (not self.history or o.score > self.history[-1][1]):
+            self.history.append((self.candidates, o.score, time.perf_counter() - self.started))
 
     def best_at(self, n: int) -> float:
         """Best fitting samples/s after ``n`` candidates (0 before the first that fits)."""
@@ -86,5 +86,5 @@ def progress_bar(total: Optional[int], quiet: bool) -> Any:
 
 
 def show_best(bar: Any, outcomes: Dict[Candidate, Outcome]) -> None:
-    best = max((o.samples_per_s for o in outcomes.values() if o.fits), default=0.0)
+    best = max((o.score for o in outcomes.values() if o.fits), default=0.0)
     bar.set_postfix_str(f"best {best:,.0f} samples/s", refresh=False)

@@ -63,8 +63,12 @@ def print_result(result: Result, console: Any = None) -> None:
             rate = f"{t.sequences_per_s:,.0f} sequences/s{band} ({t.samples_per_s:,.0f} packs/s)"
         console.print(f"Throughput: {rate}, step {t.step_time_s * 1e3:,.2f} ms, "
                       f"bubble {t.bubble_fraction:.1%}, IPU utilisation {util}")
-        if t.error_band_reasons:
-            console.print("Error band: " + "; ".join(t.error_band_reasons), markup=False)
+        reasons = [r for r in t.error_band_reasons if not r.startswith("extrapolated:")]
+        if reasons:
+            console.print("Error band: " + "; ".join(reasons), markup=False)
+        if t.extrapolated:
+            console.print(f"Extrapolated: no calibration row reaches this configuration ({t.extrapolated}); the band "
+                          "covers how far off the model was where it extrapolated before", markup=False)
         parts = sorted(t.breakdown.items(), key=lambda kv: -kv[1])
         console.print("Step time: " + ", ".join(f"{k} {v / max(t.step_time_s, 1e-12):.1%}" for k, v in parts if v > 0))
     ms = result.measured

@@ -94,6 +94,10 @@ class TrackedRun:
         self._metrics.extend(Metric(k, float(v), ts, 0) for k, v in figures.items())
         if result.fits is not None:
             self._tags.append(RunTag("fits", str(result.fits).lower()))
+        t = result.throughput
+        if t is not None:
+            # Where no calibration row reaches the configuration (calibration.reach): the axes, in words.
+            self._tags.append(RunTag("extrapolated", clip_tag(t.extrapolated) if t.extrapolated else "no"))
         for path in result.artifacts.values():
             if Path(path).is_file() and path.lower().endswith(ARTIFACT_SUFFIXES):
                 self.log_artifact(path)

@@ -14,6 +14,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ipuexp.calibration import family
 from ipuexp.calibration.band import Residual
+from ipuexp.calibration.evidence import residual_of
 from ipuexp.validation.fit import FITTED, Case, fit, held_out, predict, rounded
 from ipuexp.validation.measured import MeasuredCase
 
@@ -80,7 +81,7 @@ class Refit:
             r = line.case.row
             err = line.held_out_error
             if not math.isnan(err):
-                out.append(Residual(r.id, r.family, r.ipu, r.ipus, r.micro_batch, r.grad_accum, round(err, 2)))
+                out.append(residual_of(r, err, line.case.point, fitted=line.fitted))
         return out
 
     def far_off(self) -> List[Tuple[str, float]]:

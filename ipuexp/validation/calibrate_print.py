@@ -8,7 +8,7 @@ import os
 from typing import Any, Optional, Sequence
 
 from ipuexp.calibration import Row
-from ipuexp.calibration.band import Residual, error_band, load_residuals
+from ipuexp.calibration.band import Point, Residual, error_band, load_residuals
 from ipuexp.validation.calibrate import MODES, Refit, bounds_hit
 from ipuexp.validation.fit import Case, predict
 from ipuexp.validation.tables import fitted_table
@@ -17,9 +17,18 @@ def _pct(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:+.1f}"
 
 
-def _band(row: Row, residuals: Optional[Sequence[Residual]]) -> Optional[float]:
-    band = error_band(row.model, row.ipus, row.micro_batch, row.grad_accum, residuals=residuals, ipu=row.ipu)
+def _band(row: Row, residuals: Optional[Sequence[Residual]], point: Optional[Point] = None) -> Optional[float]:
+    band = error_band(row.model, row.ipus, row.micro_batch, row.grad_accum, residuals=residuals, ipu=row.ipu,
+                      point=point if point is not None else _point(row.id, residuals))
     return None if band is None else band.pct
+
+
+def _point(row_id: str, residuals: Optional[Sequence[Residual]]) -> Optional[Point]:
+    """Where a row sits: from its own residual (the shipped ones when ``residuals`` is None)."""
+    for r in (load_residuals() if residuals is None else residuals):
+        if r.id == row_id:
+            return r.point
+    return None
 
 
 def report(console: Any, result: Refit, residuals: Sequence[Residual], recipes: Sequence[Any]) -> None:
@@ -104,6 +113,8 @@ def _warnings(console: Any, result: Refit) -> None:
 
 
 def _recipes(console: Any, result: Refit, residuals: Sequence[Residual], recipes: Sequence[Any]) -> None:
+    from ipuexp.emulator.memory import estimate_memory
+    from ipuexp.emulator.position import point_of
     from ipuexp.execution.execution import plan_for
     from ipuexp.graph.capture import capture
 
@@ -114,9 +125,9 @@ def _recipes(console: Any, result: Refit, residuals: Sequence[Residual], recipes
         row = Row(str(exp.recipe), str(exp.ipu.name), 0.0, graph.model, str(exp.system.name),
                   len(plan.ipus) * plan.replicas, int(exp.data.micro_batch_size),
                   int(exp.options.gradient_accumulation))
-        case = Case(row, plan, graph)
+        case = Case(row, plan, graph, point_of(exp.model, graph.model, plan, estimate_memory(plan, graph)))
         before, after = predict(case, result.replaced), predict(case, result.constants)
-        b0, b1 = _band(row, None), _band(row, residuals)
+        b0, b1 = _band(row, None, case.point), _band(row, residuals, case.point)
         rows.append([row.id, f"{before:,.0f}", "-" if b0 is None else f"±{b0:.0f}%", f"{after:,.0f}",
                      "-" if b1 is None else f"±{b1:.0f}%", f"{100 * (after / before - 1):+.1f}%"])
     fitted_table(console, "Recipes: predicted samples/s before and after",

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from ipuexp.calibration import Row
+from ipuexp.calibration.evidence import Point
 from ipuexp.config.compose import compose_run
 from ipuexp.calibration.fitted import FITTED, PRIORS
 
@@ -38,9 +39,14 @@ class Case:
     row: Row
     plan: ExecutionPlan
     graph: Graph
+    point: Optional[Point] = None
+    """Where the row sits along the axes its error band grows on (``calibration.reach``)."""
+
 
 
 def prepare(rows: Sequence[Row], cache_dir: Optional[str] = None) -> List[Case]:
+    from ipuexp.emulator.memory import estimate_memory
+    from ipuexp.emulator.position import point_of
     from ipuexp.graph.capture import capture
     from ipuexp.execution.execution import plan_for
 
@@ -48,7 +54,9 @@ def prepare(rows: Sequence[Row], cache_dir: Optional[str] = None) -> List[Case]:
     for row in rows:
         exp = compose_run(row.id)
         graph = capture(exp.model, exp.data.micro_batch_size, cache_dir=cache_dir or exp.engine.cache_dir)
-        cases.append(Case(row, plan_for(exp, graph), graph))
+        plan = plan_for(exp, graph)
+        point = point_of(exp.model, graph.model, plan, estimate_memory(plan, graph))
+        cases.append(Case(row, plan, graph, point))
     return cases
 
 

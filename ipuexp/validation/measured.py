@@ -170,6 +170,7 @@ def prepare(measurements: Sequence[Measurement], constants: Dict[str, float], ke
     """The measured runs the fit can use, and the ones left out with the reason (one line each)."""
     from ipuexp.config.compose import load_experiment
     from ipuexp.emulator.memory import memory_figures, plan_ipus
+    from ipuexp.emulator.position import point_of
     from ipuexp.execution.execution import plan_for
     from ipuexp.graph.capture import capture
 
@@ -193,7 +194,7 @@ def prepare(measurements: Sequence[Measurement], constants: Dict[str, float], ke
         row = Row(m.id, str(exp.ipu.name), m.samples_per_s, graph.model, str(exp.system.name), ipus,
                   int(exp.data.micro_batch_size), int(exp.options.gradient_accumulation),
                   int(exp.data.packing.max_sequences_per_pack) > 1)
-        case = Case(row, plan, graph)
+        case = Case(row, plan, graph, point_of(exp.model, graph.model, plan, memory))
         before = predict(case, constants)
         ratio = m.samples_per_s / before
         if not keep_outliers and not 1 / OUTLIER_FACTOR <= ratio <= OUTLIER_FACTOR:

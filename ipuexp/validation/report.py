@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from ipuexp.calibration import Row
+from ipuexp.calibration.evidence import Point
 
 
 @dataclass
@@ -19,6 +20,8 @@ class Outcome:
     """Prediction of the row per held-out mode (leave-one-out, -family-out, -size-out)."""
     band: Optional[float] = None
     """Error band (percent) of the row's leave-one-out prediction, from the other rows' residuals."""
+    point: Optional[Point] = None
+    """Where the row sits along the axes its error band grows on (``calibration.reach``)."""
     unexplained: str = ""
     """Why the row is left out of the fit (a mechanism the model does not explain); empty for a fitted row. Such a row is predicted by every fit without being in it, reported, and kept out of the
     gates' statistics."""
@@ -39,8 +42,10 @@ class Outcome:
 
     @property
     def in_band(self) -> Optional[bool]:
-        err = self.loo_error
-        return None if err is None or self.band is None else abs(err) <= self.band
+        # The band is a share of the prediction: the published value lies in loo x (1 -+ band).
+        if self.loo is None or self.band is None:
+            return None
+        return abs(self.row.published / self.loo - 1.0) * 100.0 <= self.band
 
 
 @dataclass
@@ -86,6 +91,16 @@ class Report:
     def covered(self) -> int:
         """Rows whose published value lies inside the band of their leave-one-out prediction."""
         return sum(1 for o in self.fitted if o.in_band)
+
+    @property
+    def covered_all(self) -> int:
+        """Rows, the unexplained ones included, whose published value lies inside their leave-one-out band."""
+        return sum(1 for o in self.outcomes if o.in_band)
+
+    @property
+    def out_of_band(self) -> int:
+        """Rows, the unexplained ones included, whose published value lies outside their leave-one-out band."""
+        return sum(1 for o in self.outcomes if o.in_band is False)
 
     def constant_range(self, name: str) -> Optional[Tuple[float, float]]:
         values = [c[name] for c in self.loo_constants.values() if name in c]
