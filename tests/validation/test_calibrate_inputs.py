@@ -75,3 +75,36 @@ def test_a_store_that_does_not_exist_is_one_line_and_is_not_created(here, capsys
     _refused(capsys, ["--name", "n", "--from-mlflow", "E", "--uri", "sqlite:///none.db"],
              "--uri='sqlite:///none.db' is invalid", "no such file")
     assert not (here / "none.db").exists()
+
+
+@pytest.mark.slow
+def test_a_name_taken_during_the_fit_is_neither_replaced_nor_lost(here, capsys, monkeypatch):
+    """Another ``calibrate --name n`` finishes while this one fits: its file stays, and this fit is kept beside it
+    under a free name that the one line gives."""
+    from ipuexp.calibration import load_rows
+    from ipuexp.validation import calibrate as fit_module
+
+    rows = {r.id: r.published for r in load_rows()}
+    vit, gpt2 = "vit_b16_finetune_bow_pod16_pytorch", "gpt2_medium_wikitext103_sl1024_mk2_pod16_optimum"
+    path = here / "m.csv"
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows([["id", "overrides", "measured_samples_per_s"],
+                                 ["vit", f"+calibration_run={vit}", rows[vit]],
+                                 ["gpt2", f"+calibration_run={gpt2}", rows[gpt2]]])
+    other = here / "cals" / "n.yaml"
+    real_refit = fit_module.refit
+
+    def refit_while_another_writes(*args, **kwargs):
+        out = real_refit(*args, **kwargs)
+        other.parent.mkdir(parents=True, exist_ok=True)
+        other.write_text("# the other process's calibration\n")
+        return out
+
+    monkeypatch.setattr(fit_module, "refit", refit_while_another_writes)
+    code = cmd.main([str(path), "--name", "n", "--measured-only"])
+    err = capsys.readouterr().err.strip()
+    assert code == cmd.EXIT_BAD_INPUT and len(err.splitlines()) == 1, err
+    assert "--name='n' is invalid" in err and "--overwrite" in err and "calibration=n-2" in err
+    assert other.read_text() == "# the other process's calibration\n"  # not replaced
+    assert user.load("n-2").rows[0].id == "vit"  # not lost
+    assert sorted(p.name for p in other.parent.iterdir()) == ["n-2.yaml", "n.yaml"]  # no temporary file
