@@ -29,6 +29,11 @@ def test_an_override_hydra_cannot_parse_is_named_as_typed(tmp_path):
     _one_line(proc, "options.device_iterations='(1' is invalid")
     proc = run_cli("+recipe=bert_base", "=5", cwd=tmp_path)
     _one_line(proc, "override='=5' is invalid", "a key before '='")
+    # A composition error whose message names no key: the override that brings it, as typed.
+    proc = run_cli("-m", "+recipe=bert_base", "options.io.num_io_tiles=32",
+                   'hydra.sweeper.params.options.gradient_accumulation="range(4,8)"', cwd=tmp_path)
+    line = _one_line(proc, "hydra.sweeper.params.options.gradient_accumulation='\"range(4,8)\"' is invalid")
+    assert "?=" not in line
     assert not list(tmp_path.iterdir())
 
 

@@ -26,10 +26,31 @@ def compose_config(overrides: Iterable[str] = (), return_hydra_config: bool = Fa
         raise
     except Exception as exc:  # Hydra wraps OmegaConf's errors; name the key they carry
         given = dict(o.split("=", 1) for o in overrides if "=" in o)
-        raise from_omegaconf(exc, {k.lstrip("+~"): v for k, v in given.items()}) from None
+        err = from_omegaconf(exc, {k.lstrip("+~"): v for k, v in given.items()})
+        if err.key == "?":  # a message that names no key: the first override that fails it, as typed
+            culprit = _first_failing(overrides, return_hydra_config)
+            if culprit is not None:
+                key, _, value = culprit.partition("=")
+                err = ConfigError(key.lstrip("+~"), value, str(err.allowed))
+        raise err from None
     apply_imported_options(cfg, overrides)
     apply_calibration(cfg)
     return cfg
+
+
+def _first_failing(overrides: Sequence[str], return_hydra_config: bool) -> Any:
+    """The first override whose addition makes composing fail (the ones before it compose), or None."""
+    from hydra import compose, initialize_config_module
+
+    from ipuexp.config.store import CONF_MODULE
+
+    for n in range(1, len(overrides) + 1):
+        try:
+            with initialize_config_module(config_module=CONF_MODULE, version_base=None, job_name="ipuexp"):
+                compose(config_name="config", overrides=list(overrides[:n]), return_hydra_config=return_hydra_config)
+        except Exception:
+            return overrides[n - 1]
+    return None
 
 
 def apply_calibration(cfg: DictConfig) -> None:

@@ -4,6 +4,7 @@ sweeper again before it opens the study)."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ def check_storage(storage: Any) -> None:
     if not sep or scheme.split("+", 1)[0].lower() not in STORAGE_SCHEMES:
         raise ConfigError(key, storage, allowed)
     if scheme.split("+", 1)[0].lower() != "sqlite":
+        _answers(key, storage)
         return
     if not rest.startswith("/") or len(rest) < 2:
         raise ConfigError(key, storage, "allowed: sqlite:///FILE (relative to here) or sqlite:////ABSOLUTE/FILE")
@@ -57,10 +59,30 @@ def check_storage(storage: Any) -> None:
             with open(db, "rb") as f:
                 head = f.read(len(_SQLITE_MAGIC))
             reason = None if not head or head == _SQLITE_MAGIC else f"{db} is not an SQLite database"
+            if reason is None and not os.access(db, os.W_OK):
+                reason = f"{db} cannot be written (its permissions)"
         except OSError as err:
             reason = f"{db} cannot be read ({err.strerror or err})"
     if reason:
         raise ConfigError(key, storage, f"allowed: a database the study can be kept in ({reason})")
+
+
+def _answers(key: str, storage: Any, timeout_s: float = 10.0) -> None:
+    """A database server's host and port take a connection within ``timeout_s``."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(str(storage))
+    if not parts.hostname:
+        return  # a local socket or the driver's default: the driver says
+    port = parts.port or {"postgresql": 5432, "mysql": 3306, "mssql": 1433, "oracle": 1521}.get(
+        parts.scheme.split("+", 1)[0].lower(), 0)
+    try:
+        socket.create_connection((parts.hostname, port), timeout=timeout_s).close()
+    except OSError as err:
+        why = "no answer" if isinstance(err, socket.timeout) else (err.strerror or str(err))
+        raise ConfigError(key, storage, f"allowed: a database server that answers within {timeout_s:g} s "
+                          f"({parts.hostname}:{port}: {why})") from None
 
 
 def check_custom_search_space(path: Any) -> None:

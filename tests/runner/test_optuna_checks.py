@@ -32,6 +32,7 @@ def test_good_settings_pass(tmp_path):
     ("storage", "foo://x", "a database URL"),
     ("storage", "study.db", "a database URL"),
     ("storage", "sqlite:study.db", "a database URL"),
+    ("storage", "postgresql://user@127.0.0.1:1/db", "a database server that answers"),
     ("custom_search_space", "no_such_module.fn", "can be imported"),
     ("custom_search_space", "os.path.no_such_function", "has no callable"),
 ])
