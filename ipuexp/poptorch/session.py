@@ -59,9 +59,11 @@ class Session:
         self.cfg = cfg
         shown = [f"{k}={_text(v)}" for k, v in script.items()
                  if not k.startswith(("model.", "tracking.")) and (k, v) != ("training", True)]
-        _say("the script's options as ipuexp overrides: " + " ".join(shown))
+        point = _sweep_point()
+        if point in (None, 0):  # a sweep's launcher names each point: the script's options once
+            _say("the script's options as ipuexp overrides: " + " ".join(shown))
         ours = [o for o in self.command_line if not o.lstrip("+~").startswith("tracking.experiment=")]
-        if ours:
+        if ours and point is None:
             _say("and from the command line: " + " ".join(ours))
         if no_effect:
             log.warning("these change nothing ipuexp predicts: %s", ", ".join(sorted(set(no_effect))))
@@ -128,6 +130,9 @@ class Session:
             result.functional = FunctionalFigures(
                 final_loss=self.last_loss, samples_per_s=self.samples / self.seconds if self.seconds else 0.0,
                 steps=self.steps, predicted_samples_per_s=result.throughput.samples_per_s)
+            f = result.functional
+            _say(f"{f.steps} weight updates on this host, final loss {f.final_loss:.4f}, {f.samples_per_s:,.0f} "
+                 f"samples/s (predicted on the IPUs: {f.predicted_samples_per_s:,.0f}); result.json updated")
         self.job = None
         if error is None:
             self._stack.close()
@@ -141,8 +146,24 @@ def _text(value: Any) -> str:
     return text(value)
 
 
+def _sweep_point() -> Any:
+    """The job's number in a Hydra multirun, None outside one."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return None
+    return HydraConfig.get().job.num
+
+
 def _say(line: str) -> None:
-    print(f"ipuexp.poptorch: {line}", flush=True)
+    """One message, wrapped to the terminal (``COLUMNS``) with its continuation lines indented."""
+    import shutil
+    import textwrap
+
+    width = shutil.get_terminal_size((100, 24)).columns
+    print(textwrap.fill(f"ipuexp.poptorch: {line}", width=max(width, 40), subsequent_indent="    ",
+                        break_long_words=False, break_on_hyphens=False), flush=True)
 
 
 @contextlib.contextmanager
