@@ -84,9 +84,11 @@ def check_outputs(cfg: ConfigNode, multirun: bool) -> None:
         folder = str(node._get_node("dir")._value()).split("${", 1)[0] or "."
     check_writable(key, folder)
     if cfg.tracking.enabled:
+        from ipuexp.config.checks import check_uri_or_env
         from ipuexp.tracking.probe import check_store
         from ipuexp.tracking.store import absolute_uri, tracking_uri
 
+        check_uri_or_env("tracking.uri", cfg.tracking.uri)
         uri = absolute_uri(tracking_uri(None) if cfg.tracking.uri is None else str(cfg.tracking.uri), Path.cwd())
         check_store("tracking.uri", cfg.tracking.uri or uri, uri, float(cfg.tracking.timeout_s))
 

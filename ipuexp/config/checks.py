@@ -85,6 +85,16 @@ def check_uri(key: str, uri: Any) -> None:
         raise ConfigError(key, uri, f"allowed: {scheme}://HOST[:PORT] (a tracking server's address)")
 
 
+def check_uri_or_env(key: str, uri: Any) -> None:
+    """``uri`` as given for ``key``, else ``MLFLOW_TRACKING_URI``, which MLflow then uses."""
+    import os
+
+    if uri is None:
+        check_uri("MLFLOW_TRACKING_URI", os.environ.get("MLFLOW_TRACKING_URI") or None)
+    else:
+        check_uri(key, uri)
+
+
 def check_writable(key: str, folder: Optional[Any], why: str = "") -> None:
     """A folder a command writes into: one line now, not a traceback after the work."""
     from ipuexp.data.paths import unwritable

@@ -44,7 +44,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                                         under_calibration)
     from ipuexp.report.sweep import ReportError, load, print_table, write_csv
     from ipuexp.report.sweep_plots import draw_all
-    from ipuexp.config.checks import check_uri, check_writable
+    from ipuexp.config.checks import check_uri_or_env, check_writable
     from ipuexp.config.errors import ConfigError
     from ipuexp.tracking.probe import check_store
     from ipuexp.tracking.store import absolute_uri, tracking_uri
@@ -54,7 +54,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.sweep not in ("all", "latest") and not RUN_ID.match(args.sweep):
             raise ConfigError("--sweep", args.sweep, "allowed: all | latest | a sweep's parent run id (letters, "
                                                      "digits, '-', '_'; MLflow's are 32 hex digits)")
-        check_uri("--uri", args.uri)
+        check_uri_or_env("--uri", args.uri)
         check_writable("--out", out)
         uri = absolute_uri(args.uri, Path.cwd()) if args.uri else tracking_uri(None)
         check_store("--uri", args.uri or uri, uri, must_exist=True)

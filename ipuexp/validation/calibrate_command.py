@@ -49,14 +49,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     raw = list(sys.argv[1:] if argv is None else argv)
     args = parse(raw)
     from ipuexp.calibration.user import ENV, calibration_dir, check_name, path_of
-    from ipuexp.config.checks import check_uri, check_writable
+    from ipuexp.config.checks import check_uri_or_env, check_writable
     from ipuexp.validation.measured import read_csv, read_mlflow
 
     try:
         check_name(args.name)
         if (args.file is None) == (args.from_mlflow is None):
             raise ValueError("give one source of measured runs: FILE.csv or --from-mlflow EXPERIMENT")
-        check_uri("--uri", args.uri)
+        if args.from_mlflow is not None and not args.from_mlflow.strip():
+            raise ValueError(f"--from-mlflow={args.from_mlflow!r} is invalid: allowed: the name of an MLflow "
+                             "experiment")
+        check_uri_or_env("--uri", args.uri)
         check_writable(ENV, calibration_dir(), " where the calibration is written; unset: ./calibration")
         target = path_of(args.name)
         if target.exists() and not args.overwrite:

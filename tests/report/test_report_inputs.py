@@ -68,3 +68,8 @@ def test_a_store_that_does_not_exist_is_one_line_and_is_not_created(tmp_path, ca
     _refused(capsys, ["bert_large", "--uri", "sqlite:///nothing.db", "--out", str(tmp_path / "o")],
              "--uri='sqlite:///nothing.db' is invalid", "no such file")
     assert not (tmp_path / "nothing.db").exists() and not (tmp_path / "o").exists()
+
+
+def test_a_bad_mlflow_tracking_uri_is_named_as_the_variable(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "nosuch://store")
+    _refused(capsys, ["bert_large", "--out", str(tmp_path / "o")], "MLFLOW_TRACKING_URI='nosuch://store' is invalid")

@@ -108,3 +108,7 @@ def test_a_name_taken_during_the_fit_is_neither_replaced_nor_lost(here, capsys, 
     assert other.read_text() == "# the other process's calibration\n"  # not replaced
     assert user.load("n-2").rows[0].id == "vit"  # not lost
     assert sorted(p.name for p in other.parent.iterdir()) == ["n-2.yaml", "n.yaml"]  # no temporary file
+
+
+def test_an_empty_experiment_name_is_one_line(here, capsys):
+    _refused(capsys, ["--name", "n", "--from-mlflow", ""], "--from-mlflow='' is invalid")
