@@ -18,8 +18,8 @@ FIELDS = ("samples_per_s", "step_time_s", "bubble_fraction", "fits", "max_ipu_by
 
 def predictions() -> Dict[str, Dict[str, float]]:
     from ipuexp.app import evaluate
-    from ipuexp.calibration import compose_run, run_names
-    from ipuexp.config.compose import load_experiment
+    from ipuexp.calibration import run_names
+    from ipuexp.config.compose import compose_run, load_experiment
     from ipuexp.config.store import recipe_names
 
     exps = {name: load_experiment(f"+recipe={name}") for name in recipe_names()}
