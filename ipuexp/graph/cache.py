@@ -113,5 +113,8 @@ def save(graph: Graph, path: Path) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(graph_to_dict(graph), separators=(",", ":")))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(graph_to_dict(graph), separators=(",", ":")))
+        os.replace(tmp, path)
+    finally:  # a full disk: no half-written file left behind
+        tmp.unlink(missing_ok=True)

@@ -25,11 +25,15 @@ def save(run_dir: Union[str, Path], epoch: int, payload: Dict[str, Any]) -> Path
     d.mkdir(parents=True, exist_ok=True)
     path = d / f"epoch_{epoch:04d}.pt"
     tmp = d / f".{path.name}.tmp"
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
     pointer = d / f".{LATEST}.tmp"
-    pointer.write_text(path.name + "\n")
-    os.replace(pointer, d / LATEST)
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, path)
+        pointer.write_text(path.name + "\n")
+        os.replace(pointer, d / LATEST)
+    finally:  # a full disk: no half-written file left behind
+        tmp.unlink(missing_ok=True)
+        pointer.unlink(missing_ok=True)
     return path
 
 

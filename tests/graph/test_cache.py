@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from ipuexp.config.schema import ModelConfig
 from ipuexp.graph import cache
 from ipuexp.graph.capture import capture
@@ -72,3 +74,18 @@ def test_entries_without_saved_boundary_fields_still_load(tmp_path, monkeypatch)
     key = cache.cache_key(MNIST, 2)
     monkeypatch.setattr(capture_module, "CAPTURE_FORMAT", 1)
     assert cache.cache_key(MNIST, 2) != key
+
+
+def test_a_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    graph = capture(MNIST, 4, cache_dir=None)
+
+    def full(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(OSError):
+        cache.save(graph, tmp_path / "g" / "entry.json")
+    assert list((tmp_path / "g").iterdir()) == []
