@@ -96,7 +96,13 @@ def write_recipe(name: str, body: Mapping[str, Any], header: Sequence[str] = (),
     if path.exists() and not overwrite:
         raise ConfigError("recipe name", name, f"{path} exists; allowed: another name, or --force to replace it")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_recipe(body, header, comments), encoding="utf-8")
+    # Whole or not at all: a temporary file of this process's own, renamed into place (a full disk leaves nothing).
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(render_recipe(body, header, comments), encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 

@@ -52,6 +52,19 @@ def test_existing_recipe_is_kept_unless_overwritten(recipe_dir):
     assert "micro_batch_size: 4" in (recipe_dir / "mine.yaml").read_text()
 
 
+def test_a_failed_write_leaves_neither_a_half_recipe_nor_a_temporary_file(recipe_dir, monkeypatch):
+    import errno
+    import os
+
+    def full(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(OSError):
+        write_recipe("mine", {"recipe": "mine", "data": {"micro_batch_size": 2}})
+    assert list(recipe_dir.iterdir()) == []
+
+
 def test_cli_runs_a_recipe_from_the_launch_directory(tmp_path, monkeypatch):
     monkeypatch.delenv(ENV_VAR, raising=False)
     (tmp_path / "recipes").mkdir()
