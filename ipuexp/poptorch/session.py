@@ -20,11 +20,13 @@ class Session:
     """One job of a script."""
 
     def __init__(self, base_cfg: Any = None, command_line: Optional[List[str]] = None,
-                 out_dir: Optional[Path] = None, predict_only: bool = False) -> None:
+                 out_dir: Optional[Path] = None, predict_only: bool = False, standalone: bool = False) -> None:
         self.base_cfg = base_cfg
         self.command_line = list(command_line or [])
         self.out_dir = out_dir
         self.predict_only = predict_only
+        self.standalone = standalone
+        """Opened by a script that imports ipuexp.poptorch itself: the job ends when the interpreter exits."""
         self.job: Optional[Any] = None
         self._stack = contextlib.ExitStack()
         self.predicted = False
@@ -71,6 +73,10 @@ class Session:
         self._seed_capture(cfg)
         self.job = self._stack.enter_context(open_job(cfg, out, report_prediction=True))
         self.result = getattr(self.job, "result", self.job)
+        if self.standalone:
+            import atexit
+
+            atexit.register(self.close)  # after the tracking's own exit net, so it runs first: the run FINISHED
         if self.predict_only:
             self.close()
             raise PredictionDone()
@@ -180,9 +186,5 @@ def current() -> Session:
     """The session of the running command, or one of its own for a script that imports ipuexp.poptorch itself
     (it ends when the interpreter exits)."""
     if not _current:
-        import atexit
-
-        s = Session()
-        _current.append(s)
-        atexit.register(s.close)
+        _current.append(Session(standalone=True))
     return _current[-1]

@@ -167,3 +167,22 @@ def test_help_fits_80_columns_and_import_is_light():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     seconds, heavy = out.stdout.splitlines()
     assert float(seconds) < 0.5 and heavy == "[]"
+
+
+def test_import_as_poptorch_without_the_command(tmp_path):
+    """``import ipuexp.poptorch as poptorch`` in a script run by python: the same job, its run FINISHED at exit."""
+    source = (SCRIPTS / "autostage.py").read_text().replace("\nimport poptorch\n",
+                                                             "\nimport ipuexp.poptorch as poptorch\n")
+    (tmp_path / "plain.py").write_text(source)
+    env = dict(os.environ, COLUMNS="100", PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "plain.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Memory per IPU" in proc.stdout and "call 1: logits (8, 4) loss (2,)" in proc.stdout
+    assert len(list(tmp_path.glob("outputs/poptorch/*/result.json"))) == 1
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run = client.search_runs([client.get_experiment_by_name("plain").experiment_id])[0]
+    assert run.info.status == "FINISHED"
+    assert len(client.get_metric_history(run.info.run_id, "train_loss")) == 4
