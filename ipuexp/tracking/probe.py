@@ -92,6 +92,8 @@ def _sqlite(db: Path, timeout_s: float) -> None:
         finally:
             con.close()
     except sqlite3.Error as err:
+        if any(word in str(err).lower() for word in ("locked", "busy")):
+            return  # in use by other writers: the store's own retries wait for it (store.retry)
         raise StoreUnreachable(f"{db} cannot be opened as an SQLite database ({err})") from None
 
 
