@@ -109,7 +109,11 @@ class PoplarExecutor:
         self._attached = False
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.__dict__["model"], name)
+        """The wrapped model's attributes, as PopTorch's executor gives them."""
+        model = self.__dict__.get("model")
+        if model is None:
+            raise AttributeError(name)
+        return getattr(model, name)
 
     def __repr__(self) -> str:
         return f"PoplarExecutor({'training' if self.training else 'inference'}, {self.model!r})"
