@@ -54,26 +54,32 @@ class PoplarExecutor:
         if session.predicted:
             return
         from ipuexp.poptorch.capture import split_model
+
+        split = split_model(self.model, args, kwargs, self._micro_batch_size, self.training,
+                            type(self.model).__name__)
+        values, no_effect = self._configuration(split)
+        session.graph = split.graph
+        session.predict(values, no_effect)
+
+    def _configuration(self, split: Any) -> Tuple[Dict[str, Any], List[str]]:
+        """The configuration keys of this model's options, optimizer and split, and what changes nothing."""
+        import dataclasses
+
         from ipuexp.poptorch.mapping import options_values, optimizer_values, split_values, stages_of
         from ipuexp.poptorch.registry import register
 
-        mbs = self._micro_batch_size = _first_dim(args, kwargs) // self._batches_per_call()
         strategy = self.options.execution_strategy
-        split = split_model(self.model, args, kwargs, mbs, self.training, type(self.model).__name__)
         counts, ipus = stages_of(split.names, split.ipu_ids, strategy)
         mapped = options_values(self.options, self.training)
-        values = dict(mapped.values)
         opt = optimizer_values(self.optimizer if self.training else None)
-        values.update(opt.values)
-        values.update(split_values(counts, ipus, strategy, mbs, _precision(self.model)))
+        values = {**mapped.values, **opt.values,
+                  **split_values(counts, ipus, strategy, self._micro_batch_size, _precision(self.model))}
         if split.checkpoints:
             values["options.recomputation.checkpoint_every_layer"] = True
-        import dataclasses
-
-        target = register(split.names, dataclasses.asdict(split.graph))
-        values.update({"model.name": "custom", "model.target": target, "tracking.experiment": _script_name()})
-        session.graph = split.graph
-        session.predict(values, mapped.no_effect + opt.no_effect)
+        graph = {k: v for k, v in dataclasses.asdict(split.graph).items() if k != "capture_seconds"}
+        values.update({"model.name": "custom", "model.target": register(split.names, graph),
+                       "tracking.experiment": _script_name()})
+        return values, mapped.no_effect + opt.no_effect
 
     def setOptimizer(self, optimizer: Any) -> None:
         """Take ``optimizer``'s hyper-parameters (learning rate, ...), keeping the optimizer state."""

@@ -22,17 +22,17 @@ class Mapped:
     """The configuration values a script's setup gives, and what ipuexp does not model."""
 
     values: Dict[str, Any] = field(default_factory=dict)
+    """Configuration keys and their values."""
     no_effect: List[str] = field(default_factory=list)
-
-    def overrides(self) -> List[str]:
-        return [f"{k}={_text(v)}" for k, v in self.values.items()]
+    """What the script set that changes nothing ipuexp predicts."""
 
 
-def _text(value: Any) -> str:
+def text(value: Any) -> str:
+    """A value as an override writes it."""
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, list):
-        return "[" + ",".join(_text(v) for v in value) + "]"
+        return "[" + ",".join(text(v) for v in value) + "]"
     if value is None:
         return "null"
     return str(value)

@@ -59,7 +59,9 @@ class Session:
         except Exception as exc:
             raise from_omegaconf(exc, {k: str(v) for k, v in script.items()}) from None
         self.cfg = cfg
-        shown = [f"{k}={_text(v)}" for k, v in script.items()
+        from ipuexp.poptorch.mapping import text
+
+        shown = [f"{k}={text(v)}" for k, v in script.items()
                  if not k.startswith(("model.", "tracking.")) and (k, v) != ("training", True)]
         point = _sweep_point()
         if point in (None, 0):  # a sweep's launcher names each point: the script's options once
@@ -144,12 +146,6 @@ class Session:
             self._stack.close()
         else:
             self._stack.__exit__(type(error), error, error.__traceback__)
-
-
-def _text(value: Any) -> str:
-    from ipuexp.poptorch.mapping import _text as text
-
-    return text(value)
 
 
 def _sweep_point() -> Any:
