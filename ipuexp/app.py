@@ -276,13 +276,25 @@ def sweep_return(outcome: Result | Skipped) -> Result | Skipped | Objective:
             raise DoesNotFit("does not fit in IPU memory (its FINISHED run in MLflow says fits=false)")
         if outcome.samples_per_s is None:
             raise DoesNotFit("skipped: its FINISHED run in MLflow has no throughput_samples_per_s to report")
-        return Objective(outcome.samples_per_s, outcome, outcome.metrics)
+        return _kept(Objective(outcome.samples_per_s, outcome, outcome.metrics))
     if outcome.fits is False:
         report = outcome.memory.report if outcome.memory is not None else []
         raise DoesNotFit("does not fit in IPU memory" + (f": {report[0]}" if report else ""))
     from ipuexp.tracking.curated import metrics
 
-    return Objective(outcome.throughput.samples_per_s, outcome, metrics(outcome))
+    return _kept(Objective(outcome.throughput.samples_per_s, outcome, metrics(outcome)))
+
+
+def _kept(objective: Objective) -> Objective:
+    """``objective.json`` in the job's folder: what the job returns to the sweeper, kept where a study resumed after
+    its driver was killed finds it (``ipuexp.runner.optuna_study``), so a finished job is not evaluated twice."""
+    from ipuexp.runner.optuna_study import OBJECTIVE_FILE
+
+    try:
+        Path(OBJECTIVE_FILE).write_text(json.dumps({"value": float(objective), "metrics": objective.metrics}))
+    except OSError:  # only a shortcut for a resumed study: the sweeper has the value either way
+        Path(OBJECTIVE_FILE).unlink(missing_ok=True)
+    return objective
 
 
 def _skipped(cfg: DictConfig) -> Skipped:

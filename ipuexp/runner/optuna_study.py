@@ -30,6 +30,11 @@ log = logging.getLogger(__name__)
 SPACE_ATTR = "ipuexp.search_space"
 OBJECTIVES_ATTR = "ipuexp.objectives"
 """Study attributes a resumed study must match: its search space and objectives."""
+JOB_DIR_ATTR = "ipuexp.job_dir"
+"""Trial attribute: the folder of the job that evaluates it."""
+OBJECTIVE_FILE = "objective.json"
+"""What a job returned to the sweeper, in its folder (``ipuexp.app.sweep_return``): a trial whose driver was killed
+after its job finished, before the study was told, is told from it when the study resumes."""
 RERUN_ATTR = "ipuexp.rerun_of"
 """Trial attribute of a trial queued again for one an interrupted run left RUNNING: that trial's number."""
 
@@ -73,7 +78,12 @@ def run_study(sweeper: Any, arguments: List[str]) -> None:
         while to_run > 0:
             trials = [study.ask() for _ in range(min(sweeper.n_jobs, to_run))]
             overrides = [_overrides(t, trial_space, extend, config) for t in trials]
-            returns = launcher.launch(overrides, initial_job_idx=_first_job(trials, tally))
+            first = _first_job(trials, tally)
+            for pos, t in enumerate(trials):
+                sub = _subdir(config, first + pos)
+                if sub is not None:
+                    t.set_user_attr(JOB_DIR_ATTR, str(sweep_dir.resolve() / sub))
+            returns = launcher.launch(overrides, initial_job_idx=first)
             _tell(study, trials, returns, sweeper.objectives, sweeper.max_failure_rate)
             to_run -= len(trials)
     except BaseException:
@@ -138,11 +148,37 @@ def _resume(study: Any, trial_space: Space, objectives: Sequence[str], dirs: Seq
     done = 0
     for t in study.get_trials(deepcopy=False):
         if t.state == TrialState.RUNNING:
+            values = _finished_job(t, objectives)
+            if values is not None:  # its job ended before the study was told: told now, not evaluated again
+                _told(study, t.number, values=values)
+                done += 1
+                continue
             study.tell(t.number, state=TrialState.FAIL)
             study.enqueue_trial(t.params, user_attrs={RERUN_ATTR: t.number})
         elif t.state.is_finished():
             done += 1
     return done
+
+
+def _finished_job(trial: Any, objectives: Sequence[str]) -> Optional[List[float]]:
+    """The objective values a trial's job left in its folder (``OBJECTIVE_FILE``), or None."""
+    import json
+
+    folder = trial.user_attrs.get(JOB_DIR_ATTR)
+    if not folder:
+        return None
+    try:
+        kept = json.loads((Path(folder) / OBJECTIVE_FILE).read_text())
+        return [float(kept["metrics"][name]) for name in objectives]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _subdir(config: ConfigNode, idx: int) -> Optional[str]:
+    """Job ``idx``'s folder under the sweep folder when ``hydra.sweep.subdir`` is Hydra's default (the job's
+    number), else None (a folder only the job resolves)."""
+    raw = str(config.hydra.sweep._get_node("subdir")._value())
+    return str(idx) if raw.strip() == "${hydra.job.num}" else None
 
 
 def _extender(path: Optional[str]) -> Any:

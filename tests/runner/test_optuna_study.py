@@ -116,6 +116,29 @@ def test_a_rerun_trials_job_reads_a_finished_run_instead_of_evaluating_again(tmp
     assert "tracking.skip_completed=true" in overrides  # its job, if it finished, is not evaluated twice
 
 
+def test_a_trial_whose_job_finished_before_it_was_told_is_told_not_run_again(tmp_path: Path) -> None:
+    import json
+
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    s = space(["x=choice(1,2,3)"])
+    study = optuna.create_study(study_name="s", storage=storage, directions=["maximize"])
+    optuna_study._resume(study, s, ["throughput_samples_per_s"], ["maximize"])
+    finished, cut = study.ask(), study.ask()  # the driver is killed with both RUNNING
+    for trial, folder in ((finished, tmp_path / "0"), (cut, tmp_path / "1")):
+        trial.suggest_categorical("x", [1, 2, 3])
+        trial.set_user_attr(optuna_study.JOB_DIR_ATTR, str(folder))
+        folder.mkdir()
+    (tmp_path / "0" / optuna_study.OBJECTIVE_FILE).write_text(json.dumps(
+        {"value": 1234.5, "metrics": {"throughput_samples_per_s": 1234.5, "step_time_s": 0.5}}))
+    again = optuna.load_study(study_name="s", storage=storage)
+    assert optuna_study._resume(again, s, ["throughput_samples_per_s"], ["maximize"]) == 1
+    states = {t.number: (t.state, t.values) for t in again.trials}
+    assert states[finished.number] == (TrialState.COMPLETE, [1234.5])  # told from its job's file
+    assert states[cut.number][0] == TrialState.FAIL  # its job had not finished: queued to run again
+    assert [t.user_attrs.get(optuna_study.RERUN_ATTR) for t in again.trials if t.state == TrialState.WAITING] == \
+        [cut.number]
+
+
 def _outcome(idx: int, overrides, tput: float) -> summary.Outcome:
     ret = JobReturn(overrides=overrides, status=JobStatus.COMPLETED)
     ret.return_value = {"throughput": {"samples_per_s": tput}}
