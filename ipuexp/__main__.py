@@ -124,8 +124,12 @@ def check_optimiser(cfg: ConfigNode, overrides: List[str]) -> None:
     directions(list(sweeper.objectives), sweeper.direction)
     params = [f"{k}={v}" for k, v in (sweeper.params or {}).items()]
     trial_space = space(params + [o for o in overrides if not o.startswith("hydra")])
-    if str(sweeper.sampler.get("_target_", "")).endswith("GridSampler"):
-        grid(trial_space.distributions)
+    from hydra.utils import instantiate
+
+    from ipuexp.runner.optuna_checks import check_sampler
+
+    is_grid = str(sweeper.sampler.get("_target_", "")).endswith("GridSampler")
+    check_sampler(instantiate(sweeper.sampler), grid(trial_space.distributions) if is_grid else None)
 
 
 def search_space_points(cfg: ConfigNode, first: List[str]) -> List[List[str]]:

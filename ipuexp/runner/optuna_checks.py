@@ -127,3 +127,30 @@ def check_steps(key: str, shown: str, count: int) -> None:
     if count < 1:
         raise ConfigError(key, shown, "allowed: a range of at least one value (range(a,b) needs b > a for a positive "
                           "step)")
+
+
+def check_sampler(build: Any, grid_values: Any = None, **extra: Any) -> Any:
+    """Build the sampler (Hydra's partial of it, called with ``extra``; the grid sampler with ``grid_values``) and
+    return it; what Optuna refuses in its settings is one ConfigError line naming the setting, e.g.
+    ``hydra.sweeper.sampler.population_size``."""
+    import functools
+    import re
+
+    if not isinstance(build, functools.partial):
+        return build
+    target, settings = build, {}
+    while isinstance(target, functools.partial):  # Hydra may wrap its partial in another
+        settings = {**target.keywords, **settings}
+        target = target.func
+    name = getattr(target, "__name__", str(target))
+    try:
+        return build(grid_values, **extra) if name == "GridSampler" else build(**extra)
+    except (ValueError, TypeError) as err:
+        why = " ".join(str(err).split())
+        named = [k for k in re.findall(r"`([A-Za-z_]+)", why) + re.findall(r"([A-Za-z_]+)=", why) if k in settings]
+        if named:
+            key = named[0]
+            raise ConfigError(f"hydra.sweeper.sampler.{key}", settings[key],
+                              f"allowed: what optuna.samplers.{name} accepts ({why})") from None
+        raise ConfigError("hydra/sweeper/sampler", name, f"allowed: settings optuna.samplers.{name} accepts "
+                          f"({why})") from None

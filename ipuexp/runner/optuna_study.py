@@ -100,6 +100,8 @@ def _sampler(sampler: Any, trial_space: Space, n_trials: int, before: int) -> Tu
     the study will have: the grid sampler gets the space's grid and at most as many trials as it has points."""
     from optuna.samplers import GridSampler
 
+    from ipuexp.runner.optuna_checks import check_sampler
+
     if not isinstance(sampler, functools.partial):  # built already (a sampler config without _partial_)
         return sampler, n_trials
     seed = sampler.keywords.get("seed")
@@ -109,8 +111,8 @@ def _sampler(sampler: Any, trial_space: Space, n_trials: int, before: int) -> Tu
         points = 1
         for v in values.values():
             points *= len(v)
-        return sampler(values, **kwargs), min(n_trials, points)
-    return sampler(**kwargs), n_trials
+        return check_sampler(sampler, values, **kwargs), min(n_trials, points)
+    return check_sampler(sampler, **kwargs), n_trials
 
 
 def _default_name(config: ConfigNode) -> str:

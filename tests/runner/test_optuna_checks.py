@@ -70,3 +70,18 @@ def test_a_search_space_optuna_would_refuse_is_one_line(override, allowed):
 def test_an_unparsable_search_space_names_the_override():
     with pytest.raises(ConfigError, match=r"^a='choice\(1,2' is invalid"):
         space(["a=choice(1,2"])
+
+
+def test_a_sampler_setting_optuna_refuses_is_one_line_naming_it():
+    import functools
+
+    from optuna.samplers import GridSampler, NSGAIISampler, QMCSampler
+
+    from ipuexp.runner.optuna_checks import check_sampler
+
+    with pytest.raises(ConfigError, match=r"^hydra\.sweeper\.sampler\.population_size=1 is invalid: allowed: "):
+        check_sampler(functools.partial(NSGAIISampler, population_size=1))
+    with pytest.raises(ConfigError, match=r"^hydra\.sweeper\.sampler\.qmc_type='foo' is invalid"):
+        check_sampler(functools.partial(QMCSampler, qmc_type="foo"))
+    assert isinstance(check_sampler(functools.partial(GridSampler), {"x": [1, 2]}, seed=3), GridSampler)
+    assert isinstance(check_sampler(functools.partial(NSGAIISampler, population_size=4), seed=1), NSGAIISampler)
