@@ -73,7 +73,8 @@ def split_model(model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[str,
         if "meta" not in str(exc):
             raise
         ops.marks["checkpoints"] = checkpoints
-        split = _split(model, args, kwargs, micro_batch_size, training, name, meta=False)
+        with torch.random.fork_rng(devices=[]):  # the script's random numbers stay as they would be
+            split = _split(model, args, kwargs, micro_batch_size, training, name, meta=False)
     split.checkpoints = int(ops.marks["checkpoints"]) - checkpoints
     return split
 

@@ -63,8 +63,9 @@ def test_bert_split_and_prediction(tmp_path, layers_per_ipu):
 
 
 def test_bert_trains(tmp_path, capsys):
-    """Real numerics through Transformers' own code: two calls of 2 device iterations x 16 micro-batches."""
-    job = run_script(SCRIPTS / "bert_pipelined.py", ["--steps", "2"], ["tracking.enabled=false"], tmp_path)
-    assert job.steps == 4
+    """Real numerics through Transformers' own code: one call of 2 device iterations x 16 micro-batches."""
+    job = run_script(SCRIPTS / "bert_pipelined.py", ["--steps", "1", "--sequence-length", "32"],
+                     ["tracking.enabled=false"], tmp_path)
+    assert job.steps == 2
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("step ")]
-    assert len(lines) == 2
+    assert len(lines) == 1
