@@ -68,6 +68,9 @@ def run(script: str, args: List[str], job: Session) -> Any:
                 print_script_error(exc)
                 raise ScriptFailed(f"{script}: {type(exc).__name__}: {exc}", 1) from None
             job.close()
+            if not job.predicted:
+                print(f"ipuexp.poptorch: {script} called no poptorch.trainingModel or inferenceModel: nothing to "
+                      "predict", file=sys.stderr)
     finally:
         sys.argv = saved_argv
         sys.path[:] = saved_path
