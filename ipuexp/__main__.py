@@ -64,10 +64,17 @@ def _axis(override: Any) -> List[str]:
     if override.is_interval_sweep():
         value = override.value()
         return [f"{key}={value.start}", f"{key}={value.end}"]
-    values = [f"{key}={v}" for v in override.sweep_string_iterator()]
+    try:
+        values = [f"{key}={v}" for v in override.sweep_string_iterator()]
+    except Exception as err:  # range(1,5,0), glob() of a key that is no config group, ...
+        why = " ".join(str(err).split())
+        raise ConfigError(key, override.input_line.split("=", 1)[-1], f"allowed: a sweep Hydra can list ({why}; "
+                          "glob() lists a config group's options, e.g. system=glob(pod*))") from None
     if not values:
-        raise ConfigError(key, override.input_line.split("=", 1)[-1], "allowed: a sweep of at least one value (range(a,b) "
-                          "needs b > a for a positive step, b < a for a negative one)")
+        text = override.input_line.split("=", 1)[-1]
+        raise ConfigError(key, text, "allowed: a glob() matching options of a config group (e.g. system=glob(pod*))"
+                          if text.lstrip().startswith("glob(") else "allowed: a sweep of at least one value "
+                          "(range(a,b) needs b > a for a positive step, b < a for a negative one)")
     return values
 
 
@@ -103,12 +110,23 @@ def sweep_points(overrides: List[str]) -> List[List[str]]:
     from ipuexp.config.errors import unparsable
 
     try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
+        parsed = OverridesParser.create(config_loader=_config_loader()).parse_overrides(overrides)
     except OverrideParseException as exc:
         raise unparsable(exc.override, exc.message) from None
     axes = [_axis(ov) for ov in parsed]
     first = [axis[0] for axis in axes]
     return [first] + [first[:i] + [value] + first[i + 1:] for i, axis in enumerate(axes) for value in axis[1:]]
+
+
+def _config_loader() -> Any:
+    """Hydra's config loader over ipuexp's configs: what ``glob()`` sweeps list a config group's options from."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.utils import create_config_search_path
+
+    from ipuexp.config.store import CONF_PATH, register
+
+    register()
+    return ConfigLoaderImpl(config_search_path=create_config_search_path(CONF_PATH))
 
 
 def check_optimiser(cfg: ConfigNode, overrides: List[str]) -> None:

@@ -37,6 +37,13 @@ def test_an_override_hydra_cannot_parse_is_named_as_typed(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("sweep,allowed", [("range(1,5,0)", "a sweep Hydra can list"),
+                                           ("glob(*)", "a glob() matching options of a config group")])
+def test_a_sweep_hydra_cannot_list_is_one_line(tmp_path, sweep, allowed):
+    proc = run_cli("-m", "+recipe=bert_base", f"options.gradient_accumulation={sweep}", cwd=tmp_path)
+    _one_line(proc, f"options.gradient_accumulation='{sweep}' is invalid", allowed)
+
+
 def test_an_empty_sweep_range_is_one_line(tmp_path):
     proc = run_cli("-m", "+recipe=bert_base", "options.gradient_accumulation=range(4,4)", cwd=tmp_path)
     _one_line(proc, "options.gradient_accumulation='range(4,4)' is invalid", "at least one value")
