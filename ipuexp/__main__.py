@@ -130,22 +130,20 @@ def _config_loader() -> Any:
 
 
 def check_optimiser(cfg: ConfigNode, overrides: List[str]) -> None:
-    """What ipuexp's Optuna sweeper would refuse once started, checked before it starts: its objectives and their
-    directions, and under the grid sampler a search space it can list."""
+    """What ipuexp's Optuna sweeper would refuse once started, checked before it starts: its settings, objectives
+    and their directions, its search space (under the grid sampler one it can list) and its sampler's settings."""
     sweeper = cfg.hydra.sweeper
     if not str(sweeper.get("_target_", "")).endswith("OptunaSweeper"):
         return
-    from ipuexp.runner.optuna_checks import check_settings
+    from hydra.utils import instantiate
+
+    from ipuexp.runner.optuna_checks import check_sampler, check_settings
     from ipuexp.runner.optuna_space import directions, grid, space
 
     check_settings(sweeper)
     directions(list(sweeper.objectives), sweeper.direction)
     params = [f"{k}={v}" for k, v in (sweeper.params or {}).items()]
     trial_space = space(params + [o for o in overrides if not o.startswith("hydra")])
-    from hydra.utils import instantiate
-
-    from ipuexp.runner.optuna_checks import check_sampler
-
     is_grid = str(sweeper.sampler.get("_target_", "")).endswith("GridSampler")
     check_sampler(instantiate(sweeper.sampler), grid(trial_space.distributions) if is_grid else None)
 
