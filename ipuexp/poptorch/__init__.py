@@ -10,7 +10,7 @@ from ipuexp.poptorch.dataloader import AsynchronousDataAccessor, DataLoader
 from ipuexp.poptorch.enums import (AutoStage, ConnectionType, DataLoaderMode, HalfFloatCastingBehavior, Liveness,
                                    MatMulSerializationMode, MeanReductionStrategy, OutputMode, ReductionType,
                                    SharingStrategy, SyncPattern)
-from ipuexp.poptorch.errors import UnsupportedError
+from ipuexp.poptorch.errors import Error, UnsupportedError
 from ipuexp.poptorch.executor import PoplarExecutor, inferenceModel, trainingModel
 from ipuexp.poptorch.ops import (identity_loss, ipu_print_tensor, nop, recomputationCheckpoint,
                                  set_available_memory)
@@ -22,7 +22,6 @@ __version__ = "3.3.0+ipuexp"
 """The PopTorch API version this module follows."""
 
 AnchorMode = OutputMode
-Error = RuntimeError
 
 
 def ipuHardwareIsAvailable(num_ipus: int = 1) -> bool:

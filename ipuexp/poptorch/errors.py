@@ -2,8 +2,13 @@
 from __future__ import annotations
 
 
-class UnsupportedError(RuntimeError):
-    """A PopTorch API or option whose semantics ipuexp cannot honour; the command prints it on one line."""
+class Error(RuntimeError):
+    """PopTorch's ``poptorch.Error``, for scripts that catch it."""
+
+
+class UnsupportedError(Exception):
+    """A PopTorch API or option whose semantics ipuexp cannot honour; the command prints it on one line. Not a
+    ``poptorch.Error`` nor a RuntimeError, so that a script catching those does not hide it."""
 
     def __init__(self, what: str, supported: str) -> None:
         super().__init__(f"{what} is not supported; supported: {supported}")
