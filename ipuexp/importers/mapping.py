@@ -208,8 +208,8 @@ def stages_of_names(key: str, stages: Any, mapping: Optional[Sequence[int]], lay
     heads_stage = all(str(b) in after for b in stages[-1]) and len(stages) > 1
     layers_per_stage = counts[:-1] if heads_stage else counts
     ipus = None if mapping is None else as_int_list("device_mapping", mapping)
-    if ipus is not None and len(ipus) != len(stages):
-        raise refuse("device_mapping", mapping, f"allowed: one IPU per stage ({len(stages)} stages)")
+    if ipus is not None and (len(ipus) != len(stages) or min(ipus) < 0):
+        raise refuse("device_mapping", mapping, f"allowed: one IPU index >= 0 per stage ({len(stages)} stages)")
     if heads_stage and ipus is None:
         ipus = list(range(len(layers_per_stage))) + [len(layers_per_stage) - 1]
     return layers_per_stage, ipus

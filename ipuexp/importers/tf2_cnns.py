@@ -130,8 +130,9 @@ def _pipeline(draft: Draft, cfg: Mapping[str, Any]) -> None:
     draft.set("options.pipeline.layers_per_ipu", counts,
               f"pipeline-splits {splits} end segments after blocks of {list(RESNET50_STAGES)}")
     mapping = as_int_list("device-mapping", cfg["device-mapping"]) if "device-mapping" in cfg else None
-    if mapping is not None and len(mapping) != len(counts):
-        raise refuse("device-mapping", cfg["device-mapping"], f"allowed: one IPU per stage ({len(counts)} stages)")
+    if mapping is not None and (len(mapping) != len(counts) or min(mapping) < 0):
+        raise refuse("device-mapping", cfg["device-mapping"], f"allowed: one IPU index >= 0 per stage "
+                     f"({len(counts)} stages)")
     draft.set("options.pipeline.device_mapping", mapping,
               f"device-mapping: {mapping}" if mapping is not None else "stage i on IPU i (the default mapping)")
     # The application's --pipeline-schedule default (its README's argument list: "(default: Grouped)").

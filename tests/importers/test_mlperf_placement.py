@@ -76,3 +76,27 @@ def test_the_comment_describes_the_placement_written(tmp_path, last_ipu, start):
         assert list(OmegaConf.select(written, "options.pipeline.layers_per_ipu"))[:start] == [0] * start
     else:
         assert "the embedding in the first stage" in lpi
+
+
+def test_a_negative_ipu_of_a_named_stage_placement_is_refused():
+    from ipuexp.importers.mapping import stages_of_names
+
+    stages = [["emb", "hid"], ["hid", "hid"], ["mlm", "nsp"]]
+    assert stages_of_names("pipeline_stages", stages, [0, 1, 0], "hid", ["emb"], ["mlm", "nsp"]) == ([1, 2], [0, 1, 0])
+    with pytest.raises(ConfigError, match=r"device_mapping=\[0, -1, 0\] is invalid: allowed: one IPU index >= 0"):
+        stages_of_names("pipeline_stages", stages, [0, -1, 0], "hid", ["emb"], ["mlm", "nsp"])
+
+
+def test_a_negative_ipu_of_a_tensorflow2_cnn_placement_is_refused(tmp_path):
+    import yaml
+
+    source = DATA / "graphcore-configs" / "examples" / "HEAD_vision_cnns_tensorflow2_configs.yml"
+    configs = yaml.safe_load(source.read_text())
+    name = "resnet50_mlperf_pod16_bs20"  # Graphcore's MLPerf ResNet-50 on TensorFlow 2
+    mapping = list(configs[name]["device-mapping"])
+    read(source, name)  # as published: imports
+    configs[name]["device-mapping"] = [-2] + mapping[1:]
+    path = tmp_path / source.name
+    path.write_text(yaml.safe_dump(configs))
+    with pytest.raises(ConfigError, match=r"device-mapping=\[-2, .* is invalid: allowed: one IPU index >= 0"):
+        read(path, name)
