@@ -2,6 +2,7 @@
 parse the command line, check the overrides, and run the script as a Hydra job (one job per point with ``-m``)."""
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,7 +141,14 @@ def _hydra_entry(cmd: Command) -> None:
             if cmd.multirun:
                 raise  # this point fails; the sweep goes on
             sys.exit(failed.code)  # reported already: no traceback of ipuexp's
-        return sweep_return(result if result is not None else Skipped())
+        # The script ran in the launch folder (hydra.job.chdir=false); what a job leaves for its sweeper goes into
+        # the job's own folder, as for python -m ipuexp.
+        here = os.getcwd()
+        os.chdir(hc.runtime.output_dir)
+        try:
+            return sweep_return(result if result is not None else Skipped())
+        finally:
+            os.chdir(here)
 
     # The script's name is the MLflow experiment of its jobs and of a sweep's parent run, unless the command names one.
     experiment = [] if any(o.lstrip("+~").startswith("tracking.experiment=") for o in cmd.overrides) else \
