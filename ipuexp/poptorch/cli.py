@@ -153,7 +153,8 @@ def _hydra_entry(cmd: Command) -> None:
     # The script's name is the MLflow experiment of its jobs and of a sweep's parent run, unless the command names one.
     experiment = [] if any(o.lstrip("+~").startswith("tracking.experiment=") for o in cmd.overrides) else \
         [f"tracking.experiment={Path(cmd.script).stem}"]
-    hydra_args = (["-m"] if cmd.multirun else []) + ["hydra.job.chdir=false"] + experiment + cmd.overrides
+    hydra_args = (["-m"] if cmd.multirun else []) + ["hydra.job.chdir=false", "hydra.job.name=poptorch"] + \
+        experiment + cmd.overrides
     saved = sys.argv
     sys.argv = [sys.argv[0]] + hydra_args
     try:
