@@ -186,3 +186,32 @@ def test_import_as_poptorch_without_the_command(tmp_path):
     run = client.search_runs([client.get_experiment_by_name("plain").experiment_id])[0]
     assert run.info.status == "FINISHED"
     assert len(client.get_metric_history(run.info.run_id, "train_loss")) == 4
+
+
+def test_executor_methods(tmp_path):
+    """compile, setOptimizer (new learning rate, optimizer state kept), detachFromDevice, destroy."""
+    model = _Scaled()
+    opts = poptorch.Options()
+    job = Session(None, [], tmp_path)
+    job.predicted = True
+    x, y = torch.randn(4, 3), torch.randn(4, 3)
+    with session(job):
+        optimizer = poptorch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        training = poptorch.trainingModel(model, opts, optimizer)
+        assert not training.isAttachedToDevice()
+        training.compile(x, y)
+        assert training.isCompiled() and training.isAttachedToDevice()
+        training(x, y)
+        state = optimizer.state[model.w]["momentum_buffer"].clone()
+        training.setOptimizer(poptorch.optim.SGD(model.parameters(), lr=0.0, momentum=0.9))
+        assert optimizer.param_groups[0]["lr"] == 0.0
+        before = model.w.detach().clone()
+        training(x, y)  # lr 0: the weights stay; the momentum buffer, kept, moves on
+        assert torch.equal(model.w.detach(), before)
+        assert not torch.equal(optimizer.state[model.w]["momentum_buffer"], state)
+        training.copyWeightsToHost()
+        training.detachFromDevice()
+        assert not training.isAttachedToDevice()
+        training.destroy()
+        assert not training.isCompiled()
+        assert training.w is model.w  # the wrapped model's attributes
