@@ -184,20 +184,12 @@ def track_job(cfg: DictConfig, sweep: Optional[SweepContext] = None, name: Optio
         yield NoRun()
         return
     uri = tracking_uri(cfg)
-    c = client(uri)
-    exp_id = experiment_id(c, experiment_name(cfg), uri)
-    sweep = sweep or SweepContext.from_hydra()
-    data = resolved(cfg)
-    tags = job_tags(data)
-    overrides = sweep.job_overrides if sweep else _hydra_overrides()
-    tags["overrides"] = clip_tag(" ".join(overrides))
-    parent_id, closes_parent = None, False
-    if sweep is not None:
-        parent_id, closes_parent = job_parent(c, uri, exp_id, sweep, {k: tags[k] for k in PARENT_TAGS if k in tags})
-        tags[PARENT_TAG] = parent_id
-    swept = sweep.swept_keys if sweep else None
-    name = name or run_name(overrides, swept, fallback=str(cfg.recipe or ""))
-    run = retry(c.create_run, exp_id, run_name=name or None, tags={**dict(_context_tags()), **tags})
+    try:
+        c, exp_id, run, sweep, parent_id, closes_parent, data, overrides, swept = _open_run(cfg, uri, sweep, name)
+    except Exception as exc:
+        if not is_store_error(exc):
+            raise
+        raise StoreFailed(uri, exc, None) from None
     tracked = TrackedRun(c, run.info.run_id, functools.partial(_artifact_repo, uri, run.info.artifact_uri),
                          params=curated.params(data, [k for k, _ in varied(overrides, swept)], overrides),
                          config_yaml=lambda: OmegaConf.to_yaml(cfg, resolve=True),
@@ -229,15 +221,54 @@ def track_job(cfg: DictConfig, sweep: Optional[SweepContext] = None, name: Optio
     try:
         close("FINISHED")
     except Exception as store_error:
+        if not is_store_error(store_error):
+            raise
         raise StoreFailed(uri, store_error, tracked) from None
 
 
-class StoreFailed(RuntimeError):
-    """The tracking store failed as a run ended: one line naming the store, what it said and where the run's result
-    is kept on disk (nothing computed is lost)."""
+def _open_run(cfg: DictConfig, uri: str, sweep: Optional[SweepContext], name: Optional[str]) -> Tuple[Any, ...]:
+    """The store's client, the experiment, the job's new run (under its sweep's parent run, if any) and what the
+    run was made from."""
+    c = client(uri)
+    exp_id = experiment_id(c, experiment_name(cfg), uri)
+    sweep = sweep or SweepContext.from_hydra()
+    data = resolved(cfg)
+    tags = job_tags(data)
+    overrides = sweep.job_overrides if sweep else _hydra_overrides()
+    tags["overrides"] = clip_tag(" ".join(overrides))
+    parent_id, closes_parent = None, False
+    if sweep is not None:
+        parent_id, closes_parent = job_parent(c, uri, exp_id, sweep, {k: tags[k] for k in PARENT_TAGS if k in tags})
+        tags[PARENT_TAG] = parent_id
+    swept = sweep.swept_keys if sweep else None
+    name = name or run_name(overrides, swept, fallback=str(cfg.recipe or ""))
+    run = retry(c.create_run, exp_id, run_name=name or None, tags={**dict(_context_tags()), **tags})
+    return c, exp_id, run, sweep, parent_id, closes_parent, data, overrides, swept
 
-    def __init__(self, uri: str, error: BaseException, tracked: TrackedRun):
+
+class StoreFailed(RuntimeError):
+    """The tracking store failed as a run started or ended: one line naming the store, what it said and, at the
+    end, where the run's result is kept on disk (nothing computed is lost)."""
+
+    def __init__(self, uri: str, error: BaseException, tracked: Optional[TrackedRun]):
         said = " ".join(str(error).split())[:200] or type(error).__name__
+        if tracked is None:
+            super().__init__(f"tracking.uri={uri!r}: the tracking store failed as the run started ({said}); nothing "
+                             "was computed yet")
+            return
         kept = [str(p) for p, _ in tracked._files if p.name == "result.json"]
         where = f"the run's result is kept in {kept[0]}" if kept else "the run wrote no result"
         super().__init__(f"tracking.uri={uri!r}: the tracking store failed as the run ended ({said}); {where}")
+
+
+_STORE_MODULES = ("mlflow", "sqlalchemy", "sqlite3", "requests", "urllib3", "http", "socket")
+
+
+def is_store_error(exc: BaseException) -> bool:
+    """An error of the store or the way to it (MLflow, its database, the network), wherever in the chain."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in _STORE_MODULES:
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False

@@ -36,3 +36,28 @@ def test_the_jobs_own_error_wins_over_the_stores(make_cfg, db_uri, monkeypatch, 
         with track_job(make_cfg()):
             raise ValueError("the job's own error")
     assert any("the tracking store failed" in r.getMessage() for r in caplog.records)
+
+
+def test_a_store_failing_as_the_run_starts_is_one_line(make_cfg, db_uri, monkeypatch):
+    from ipuexp.tracking import runs
+
+    def unreachable(uri):
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(runs, "client", unreachable)
+    with pytest.raises(StoreFailed) as err:
+        with track_job(make_cfg()):
+            raise AssertionError("the job must not start without its run")
+    assert "failed as the run started (unable to open database file); nothing was computed yet" in str(err.value)
+
+
+def test_an_error_that_is_not_the_stores_is_not_called_one(make_cfg, db_uri, monkeypatch):
+    from ipuexp.tracking import runs
+
+    def broken(uri):
+        raise KeyError("a bug, not the store")
+
+    monkeypatch.setattr(runs, "client", broken)
+    with pytest.raises(KeyError):
+        with track_job(make_cfg()):
+            pass
