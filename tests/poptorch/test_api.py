@@ -215,3 +215,37 @@ def test_executor_methods(tmp_path):
         training.destroy()
         assert not training.isCompiled()
         assert training.w is model.w  # the wrapped model's attributes
+
+
+class _Custom(torch.nn.Module):
+    """A custom loss with identity_loss, a printed tensor and a recomputation checkpoint, in two blocks."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(3, 3), torch.nn.Linear(3, 1)
+
+    def forward(self, x):
+        with poptorch.Block("first", ipu_id=0):
+            h = poptorch.recomputationCheckpoint(torch.relu(self.a(x)))
+        with poptorch.Block("second", ipu_id=1):
+            out = poptorch.ipu_print_tensor(self.b(h), "out")
+            extra = out.detach().sum()  # a scalar output that is not the loss
+            return out, extra, poptorch.identity_loss(out ** 2, reduction="mean")
+
+
+def test_identity_loss_print_and_checkpoint(tmp_path, capsys):
+    from ipuexp.poptorch.capture import split_model
+
+    model = _Custom()
+    x = torch.randn(8, 3)
+    split = split_model(model, (x,), {}, 4, True, "custom")
+    assert split.names == ["first", "second"] and split.ipu_ids == [0, 1] and split.checkpoints == 1
+    assert capsys.readouterr().out == ""  # nothing printed while captured on meta tensors
+    job = Session(None, [], tmp_path)
+    job.predicted = True
+    with session(job):
+        out, extra, loss = poptorch.trainingModel(model, poptorch.Options().outputMode(poptorch.OutputMode.All),
+                                                  poptorch.optim.SGD(model.parameters(), lr=0.1))(x[:4])
+    expected = (out ** 2).mean()
+    torch.testing.assert_close(loss, expected.reshape(1))
+    assert capsys.readouterr().out.startswith("out: ")
