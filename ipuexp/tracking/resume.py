@@ -43,9 +43,16 @@ def already_completed(cfg: DictConfig) -> bool:
     or its sweep resumes a lost one in which it finished."""
     if not cfg.tracking.enabled:
         return False
-    if cfg.tracking.skip_completed:
-        return completed_run(cfg) is not None
-    return config_hash(cfg) in resumed_points(cfg)
+    from ipuexp.tracking.runs import StoreFailed, is_store_error
+
+    try:
+        if cfg.tracking.skip_completed:
+            return completed_run(cfg) is not None
+        return config_hash(cfg) in resumed_points(cfg)
+    except Exception as exc:
+        if not is_store_error(exc):
+            raise
+        raise StoreFailed(tracking_uri(cfg), exc, None) from None
 
 
 def resumed_points(cfg: DictConfig) -> FrozenSet[str]:

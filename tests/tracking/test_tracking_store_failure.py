@@ -61,3 +61,14 @@ def test_an_error_that_is_not_the_stores_is_not_called_one(make_cfg, db_uri, mon
     with pytest.raises(KeyError):
         with track_job(make_cfg()):
             pass
+
+
+def test_a_store_failing_when_asked_what_finished_is_one_line(make_cfg, db_uri, monkeypatch):
+    from ipuexp.tracking import resume
+
+    def unreachable(uri):
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(resume, "client", unreachable)
+    with pytest.raises(StoreFailed, match="failed as the run started"):
+        resume.already_completed(make_cfg("tracking.skip_completed=true"))
