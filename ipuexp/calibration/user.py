@@ -25,6 +25,8 @@ ENV = "IPUEXP_CALIBRATION_DIR"
 SHIPPED = "shipped"
 """What the ``calibration`` tag of a run says when it used the constants shipped with ipuexp."""
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+FITTED_ON = ("shipped+measured", "measured")
+"""What a calibration was fitted on: the shipped calibration rows and the measured ones, or the measured alone."""
 
 
 @dataclass
@@ -204,6 +206,8 @@ def check(cal: UserCalibration) -> None:
     unknown = sorted(set(cal.constants) - set(FITTED))
     if unknown or not cal.constants:
         raise ValueError(f"constants must be among {', '.join(FITTED)}; found {', '.join(cal.constants) or 'none'}")
+    if cal.fitted_on not in FITTED_ON:
+        raise ValueError(f"fitted_on={cal.fitted_on!r} is invalid: allowed: {' | '.join(FITTED_ON)}")
     for key, value in cal.constants.items():
         low, high = FITTED[key]
         if not _number(value) or not low * (1 - 1e-9) <= value <= high * (1 + 1e-9):

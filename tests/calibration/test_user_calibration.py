@@ -179,3 +179,11 @@ def test_a_failed_write_leaves_no_temporary_file(cal_dir, monkeypatch):
     with pytest.raises(OSError):
         user.save(_calibration())
     assert list(cal_dir.iterdir()) == []
+
+
+def test_a_file_fitted_on_something_unknown_is_refused(cal_dir):
+    user.save(_calibration())
+    path = cal_dir / "mine.yaml"
+    path.write_text(path.read_text().replace("fitted_on: shipped+measured", "fitted_on: guesses", 1))
+    with pytest.raises(user.CalibrationError, match=r"fitted_on='guesses' is invalid: allowed: shipped\+measured"):
+        user.load("mine")
