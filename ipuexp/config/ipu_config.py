@@ -44,6 +44,8 @@ TO_OPTIONS = (
     ("options.stochastic_rounding", True, "IPUConfig.to_options: Precision.enableStochasticRounding(not for_inference)"),
     ("options.reduction_type", "mean", "IPUConfig.to_options: accumulationAndReplicationReductionType(Mean)"),
     ("options.pipeline.schedule", "grouped", "IPUConfig.to_options: PipelinedExecution(AutoStage.AutoIncrement)"),
+    ("options.pipeline.auto_stage", "auto_increment",
+     "IPUConfig.to_options: AutoStage.AutoIncrement, and parallelize() makes every layer a BeginBlock"),
     ("host.framework", "optimum", "IPUTrainer.train: the Hugging Face Trainer's step, then setOptimizer"),
 )
 # Fields read elsewhere in this module (mapped, or used to check others).

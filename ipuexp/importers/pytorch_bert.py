@@ -33,6 +33,8 @@ class BertApp(App):
         ("options.stochastic_rounding", True, "ipu_options.py: Precision.enableStochasticRounding(True)"),
         ("options.recomputation.mode", "pipeline", RECOMPUTE),
         ("options.pipeline.schedule", "grouped", "ipu_options.py: PipelinedExecution(AutoStage.AutoIncrement)"),
+        ("options.pipeline.auto_stage", "auto_increment",
+         "ipu_options.py: AutoStage.AutoIncrement, and every layer is a BeginBlock: a stage per block"),
         ("options.output_mode", "sum", "ipu_options.py: outputMode(Sum)"),
         ("options.reduction_type", "mean", "ipu_options.py: accumulationAndReplicationReductionType(Mean)"),
     )

@@ -18,6 +18,13 @@ from ipuexp.plan.candidate import Candidate, Layout, apply
 FITS, OOM, PRUNED, INVALID = "fits", "oom", "pruned", "invalid"
 
 
+def lower_end(samples_per_s: float, band_pct: Optional[float]) -> float:
+    """The lower end of a prediction's band: the throughput at which its error (predicted / published - 1, the
+    statistic the bands are made of) reaches the band. About ``samples x (1 - band)`` for a narrow band, and still
+    positive, and ordered, for a band over 100%."""
+    return samples_per_s if band_pct is None else samples_per_s / (1.0 + band_pct / 100.0)
+
+
 @dataclass
 class Outcome:
     """What the planner knows about one candidate."""
@@ -138,8 +145,7 @@ class Evaluator:
         out.band_pct = band.pct if band is not None else None
         out.extrapolated = band.extrapolated if band is not None else None
         out.nearest = (band.nearest, band.distance) if band is not None and band.nearest else None
-        lower = self.rank == "lower" and out.band_pct is not None
-        out.score = out.samples_per_s * (1.0 - min(out.band_pct, 100.0) / 100.0) if lower else out.samples_per_s
+        out.score = lower_end(out.samples_per_s, out.band_pct) if self.rank == "lower" else out.samples_per_s
         out.ipu_tile_bytes = [m.max_tile_bytes for m in memory.ipus]
         tile = max(memory.ipus, key=lambda m: m.max_tile_bytes)
         ipu = max(memory.ipus, key=lambda m: m.total_bytes)

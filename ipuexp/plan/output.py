@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional
 
 from ipuexp.emulator.oom import human
 from ipuexp.plan.candidate import Candidate, differences
-from ipuexp.plan.evaluate import FITS, OOM, Outcome
+from ipuexp.plan.evaluate import FITS, OOM, Outcome, lower_end
 from ipuexp.plan.planner import Plan
 
 CONVERGED = 0.01
@@ -44,17 +44,14 @@ def throughput_text(o: Outcome) -> str:
 
 def lower_text(o: Outcome) -> str:
     """The lower end of the band: what the prediction promises at worst."""
-    if o.band_pct is None:
-        return "-"
-    return f"{o.samples_per_s * (1.0 - min(o.band_pct, 100.0) / 100.0):,.0f}"
+    return "-" if o.band_pct is None else f"{lower_end(o.samples_per_s, o.band_pct):,.0f}"
 
 
 def row(o: Outcome, recipe: Candidate) -> Dict[str, Any]:
     changes = differences(o.candidate, recipe)
     return {
         "samples_per_s": round(o.samples_per_s, 1), "error_band_pct": o.band_pct,
-        "samples_per_s_lower": None if o.band_pct is None else
-        round(o.samples_per_s * (1.0 - min(o.band_pct, 100.0) / 100.0), 1),
+        "samples_per_s_lower": None if o.band_pct is None else round(lower_end(o.samples_per_s, o.band_pct), 1),
         "extrapolated": o.extrapolated, "score": round(o.score, 1),
         "nearest_row": o.nearest[0] if o.nearest else None,
         "nearest_distance": round(o.nearest[1], 2) if o.nearest else None,
@@ -123,7 +120,7 @@ def print_plan(plan: Plan, top: List[Outcome], rejected: List[Outcome], console:
                       f"IPU {o.peak_ipu}: {human(o.peak_ipu_bytes)} ({o.ipu_headroom:.0%})")
     console.print(table)
     console.print(wrapped(
-        "at worst: the lower end of the error band" + ("; the table ranks by it (plan.rank=point ranks by the "
+        "at worst: the prediction at the far end of its error band (samples/s / (1 + band))" + ("; the table ranks by it (plan.rank=point ranks by the "
                                                        "prediction)" if by_lower else "")
         + "; *: extrapolated, no calibration row reaches it", width, 0), soft_wrap=True)
     if top and baseline.status == FITS:

@@ -28,9 +28,9 @@ class PlanConfig:
     tile (Graphcore's PyTorch ResNet-50 configurations, docs/emulator.md), and published configurations that ran
     are predicted at up to 96.7% of the fullest tile (ResNet-50 on a Bow POD16)."""
     rank: str = "lower"
-    """What the search maximises and the table ranks by: ``lower``, the lower end of the throughput's error band
-    (what can be trusted: a candidate far from every calibration row has a wide band and ranks by its worst
-    case), or ``point``, the predicted throughput itself."""
+    """What the search maximises and the table ranks by: ``lower``, the lower end of the throughput's error band,
+    samples/s / (1 + band) (what can be trusted: a candidate far from every calibration row has a wide band and
+    ranks by its worst case), or ``point``, the predicted throughput itself."""
     top_k: int = 5
     """Candidates in the ranked table, in ``plan.json`` and as MLflow child runs."""
     search: str = "auto"
