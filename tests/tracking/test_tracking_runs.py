@@ -155,3 +155,17 @@ def test_no_run_is_left_running_when_the_process_ends(mode, db_uri, tmp_path: Pa
     _, (r,) = runs(db_uri)
     assert r.info.status == "KILLED"
     assert r.info.end_time is not None
+
+
+def test_an_extrapolated_prediction_is_tagged_with_its_axes(make_cfg, make_result, db_uri):
+    result = make_result()
+    result.throughput.extrapolated = "16 IPUs per replica (rows: 1-8)"
+    result.throughput.error_band_pct = 40.0
+    with track_job(make_cfg()) as run:
+        run.log_result(result)
+    with track_job(make_cfg("options.gradient_accumulation=32")) as run:
+        run.log_result(make_result())
+    _, found = runs(db_uri)
+    tags = sorted(r.data.tags["extrapolated"] for r in found)
+    assert tags == ["16 IPUs per replica (rows: 1-8)", "no"]
+    assert any(r.data.metrics.get("error_band_pct") == 40.0 for r in found)
