@@ -58,8 +58,7 @@ class PoplarExecutor:
         split = split_model(self.model, args, kwargs, self._micro_batch_size, self.training,
                             type(self.model).__name__)
         values, no_effect = self._configuration(split)
-        session.graph = split.graph
-        session.predict(values, no_effect)
+        session.predict(split.graph, values, no_effect)
 
     def _configuration(self, split: Any) -> Tuple[Dict[str, Any], List[str]]:
         """The configuration keys of this model's options, optimizer and split, and what changes nothing."""

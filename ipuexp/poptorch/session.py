@@ -37,17 +37,20 @@ class Session:
         self.cfg: Any = None
         self.result: Any = None
         """The job's Result (or Skipped), once predicted."""
+        self.graph: Any = None
+        """The captured graph of the predicted model."""
 
     # ---- the prediction --------------------------------------------------------------------------------------
-    def predict(self, values: dict, no_effect: List[str]) -> None:
-        """Compose the job's configuration from ``values`` (the script's) and the command line, predict, report
-        and open the MLflow run; with ``predict_only``, end the script here."""
+    def predict(self, graph: Any, values: dict, no_effect: List[str]) -> None:
+        """Compose the job's configuration from ``values`` (the script's) and the command line, predict ``graph``
+        (the captured model), report and open the MLflow run; with ``predict_only``, end the script here."""
         from omegaconf import OmegaConf
 
         from ipuexp.app import open_job
         from ipuexp.config.errors import ConfigError, from_omegaconf
 
         self.predicted = True
+        self.graph = graph
         cfg = self._base()
         given = {o.split("=", 1)[0].lstrip("+~") for o in self.command_line}
         script = {k: v for k, v in values.items() if not any(k == g or k.startswith(g + ".") for g in given)}
@@ -56,7 +59,7 @@ class Session:
                 OmegaConf.update(cfg, key, value, merge=False)
         except ConfigError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # OmegaConf's validation: one line naming the key
             raise from_omegaconf(exc, {k: str(v) for k, v in script.items()}) from None
         self.cfg = cfg
         from ipuexp.poptorch.mapping import text
@@ -111,9 +114,6 @@ class Session:
 
         exp = OmegaConf.to_object(cfg)
         seed(capture_key(exp.model, exp.data.micro_batch_size, exp.engine.cache_dir), self.graph)
-
-    graph: Any = None
-    """The captured graph of the predicted model (set by the executor before ``predict``)."""
 
     # ---- the calls -------------------------------------------------------------------------------------------
     def log_call(self, losses: List[float], samples: int, seconds: float) -> None:
