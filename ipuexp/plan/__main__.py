@@ -60,6 +60,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             from ipuexp.plan.recipe import check_name
 
             check_name(args.write_recipe, args.overwrite)
+        if settings.out_dir:
+            # A folder the plan cannot write into is found now, not after the search.
+            from ipuexp.config.checks import check_writable
+
+            check_writable("plan.out_dir", settings.out_dir)
     except ConfigError as err:
         print(f"ipuexp.plan: config error: {err}", file=sys.stderr)
         return EXIT_CONFIG_ERROR

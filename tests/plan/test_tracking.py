@@ -87,3 +87,13 @@ def test_an_error_in_the_search_ends_the_parent_failed(tmp_path, db_uri, monkeyp
     _, parents, _ = _runs(db_uri, "bert_base")
     assert [p.info.status for p in parents] == ["FAILED"]
     assert parents[0].data.tags["ipuexp.failure"] == "RuntimeError: engine exploded"
+
+
+def test_an_out_dir_that_cannot_be_written_is_one_line_before_the_search(tmp_path, monkeypatch, capsys):
+    (tmp_path / "a_file").write_text("")
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "a_file" / "plan"
+    assert main(["+recipe=bert_base", "tracking.enabled=false", f"plan.out_dir={target}"]) == EXIT_CONFIG_ERROR
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"ipuexp.plan: config error: plan.out_dir='{target}' is invalid") and "\n" not in err
+    assert "not a folder" in err and sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
