@@ -34,8 +34,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from ipuexp.calibration import family
-from ipuexp.calibration.evidence import (  # noqa: F401  (the band's evidence, imported from here by its users)
-    RESIDUAL_FIELDS, RESIDUALS, Point, Residual, load_residuals, residual_from, write_residuals)
+from ipuexp.calibration.evidence import Point, Residual, load_residuals
 from ipuexp.calibration.reach import describe, extrapolation_floor, nearest, outside_axes
 
 NEAREST = 3

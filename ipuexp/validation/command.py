@@ -196,7 +196,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             if args.write:
                 write_block(gen, text)
         if args.write and report.loo_constants:
-            from ipuexp.calibration.band import write_residuals
+            from ipuexp.calibration.evidence import write_residuals
 
             write_residuals(residual_rows(report))
     return exit_code(report, cfg) if args.check else 0
