@@ -36,6 +36,7 @@ class PoplarExecutor:
         self._compiled = False
         self._attached = True
         self._micro_batch_size = 0
+        self._scaler: Any = None
 
     # ---- PopTorch's methods ----------------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -146,6 +147,17 @@ class PoplarExecutor:
                          f"x replicas x gradient accumulation ({per_call} micro-batches)"
                          + (f" of {mbs} samples" if mbs else ""))
 
+    def _loss_scaler(self) -> Any:
+        """The functional engine's loss scaler: the optimizer's ``loss_scaling``, adapted every update when the
+        options ask for automatic loss scaling of a half-precision model (PopART's rule)."""
+        from ipuexp.training.precision import LossScaler
+
+        static = float(getattr(self.optimizer, "loss_scaling", 1.0))
+        auto = self.options.Training.auto_loss_scaling and _precision(self.model) == "16.16"
+        if self._scaler is None or self._scaler.auto != auto or (not auto and self._scaler.scale != static):
+            self._scaler = LossScaler(static, auto=auto)
+        return self._scaler
+
     def _micro_batches(self, args: Any, kwargs: Any, layout: Tuple[int, int, int, int]) -> List[Any]:
         iterations, replicas, ga, mbs = layout
 
@@ -165,7 +177,7 @@ class PoplarExecutor:
         layout = self._layout(args, kwargs)
         iterations, replicas, ga, _ = layout
         params = [p for g in self.optimizer.param_groups for p in g["params"] if p.requires_grad]
-        scale = float(getattr(self.optimizer, "loss_scaling", 1.0))
+        scaler = self._loss_scaler()
         mean = self.options.Training.accumulation_and_replication_reduction_type == ReductionType.Mean
         self.model.train()
         outputs: List[List[List[Any]]] = []
@@ -173,6 +185,7 @@ class PoplarExecutor:
         for per_iteration in self._micro_batches(args, kwargs, layout):
             summed: Optional[List[torch.Tensor]] = None
             results = []
+            scale = scaler.scale
             for per_replica in per_iteration:
                 replica = []
                 for a, k in per_replica:
@@ -191,10 +204,11 @@ class PoplarExecutor:
                         s.add_(g)
                 results.append(replica)
             divisor = (ga * replicas if mean else 1) * scale
-            with torch.no_grad():
-                for p, g in zip(params, summed or []):
-                    p.grad = g.div_(divisor) if divisor != 1.0 else g
-            self.optimizer.step()
+            if scaler.update(summed or []):  # False: a gradient overflowed under automatic loss scaling
+                with torch.no_grad():
+                    for p, g in zip(params, summed or []):
+                        p.grad = g.div_(divisor) if divisor != 1.0 else g
+                self.optimizer.step()
             for p in params:
                 p.grad = None
             outputs.append(results)
