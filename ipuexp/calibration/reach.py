@@ -110,7 +110,7 @@ def _fmt(axis: str, value: float) -> str:
 
 def describe(rows: Sequence[Residual], point: Point, axes: Sequence[str]) -> str:
     """Each of ``axes`` with the value of ``point`` and the span the rows cover there:
-    ``16 IPUs per replica (rows: 1-8)``."""
+    ``16 IPUs per replica (rows: 1, 4, 8)``."""
     parts = []
     for axis in axes:
         if axis == "framework":
@@ -126,7 +126,12 @@ def describe(rows: Sequence[Residual], point: Point, axes: Sequence[str]) -> str
             values = [v for v in (_value(r.point, axis) for r in same) if v > 0]
             here = _value(point, axis)
         label = f"{kind} {LABELS[axis]}" if axis == "elements" else LABELS[axis]
-        span = (f"rows: {_fmt(axis, min(values))}-{_fmt(axis, max(values))}" if values
-                else f"no row with {kind or axis}")
+        distinct = sorted(set(values))
+        if not values:
+            span = f"no row with {kind or axis}"
+        elif len(distinct) <= 4:  # few values: name them, so a gap between them reads as one
+            span = "rows: " + ", ".join(_fmt(axis, v) for v in distinct)
+        else:
+            span = f"rows: {_fmt(axis, min(values))}-{_fmt(axis, max(values))}"
         parts.append(f"{_fmt(axis, here)} {label} ({span})")
     return ", ".join(parts)

@@ -40,8 +40,8 @@ def test_a_far_configuration_is_extrapolated_with_a_wider_band():
     band = error_band("bert-large", 64, 64, 64, residuals=ROWS, point=far)
     assert inside.extrapolated is None and inside.nearest == "a"
     assert band.pct > inside.pct and band.pct >= 12.0
-    assert band.extrapolated and "16 IPUs per replica (rows: 4-8)" in band.extrapolated
-    assert "8,192 tokens per micro-batch (rows: 1,024-1,024)" in band.extrapolated
+    assert band.extrapolated and "16 IPUs per replica (rows: 4, 5, 8)" in band.extrapolated
+    assert "8,192 tokens per micro-batch (rows: 1,024)" in band.extrapolated
     assert any(r.startswith("extrapolated: ") for r in band.reasons)
     assert set(outside_axes(ROWS, far)) >= {"ipus_per_replica", "elements"}
 
