@@ -10,6 +10,7 @@ warning line.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -95,7 +96,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(f"ipuexp.recipes: warning: not modelled (no effect on the prediction): {one_line(draft.unmodelled)}",
               file=sys.stderr)
     opts = exp.options
-    print(f"wrote {written} from {draft.source}")
+    # Where the user stands: a path under the working folder as ./..., anything else in full.
+    rel = os.path.relpath(written)
+    print(f"wrote {str(written) if rel.startswith('..') else os.path.join('.', rel)} from {draft.source}")
     model = f"{exp.model.hf.config} ({exp.model.hf.task})" if exp.model.name == "hf" else \
         f"{exp.model.name}-{exp.model.size}"
     split = "layer halves (attention, feed-forward) per stage" if opts.pipeline.split_layers else "layers per IPU"
