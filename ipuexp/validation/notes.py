@@ -145,6 +145,7 @@ def plot(report: Any, path: Path) -> None:
 def _label_points(fig: Any, ax: Any, outcomes: Sequence[Any]) -> None:
     """Each row's label to the right of its point, moved down in steps until it overlaps no label placed before it;
     the x axis reaches far enough right for the last labels."""
+    from matplotlib.text import Text
     ax.set_xscale("log")
     ax.set_yscale("log")
     top = max(o.row.published / max(o.row.ipus, 1) for o in outcomes)
@@ -152,14 +153,25 @@ def _label_points(fig: Any, ax: Any, outcomes: Sequence[Any]) -> None:
     fig.canvas.draw()  # the axes' final transform, for the labels' extents
     renderer = fig.canvas.get_renderer()
     boxes: list = []
+
+    def short(o: Any) -> str:
+        return f"{o.row.model}{' packed' if o.row.packed else ''} {o.row.system}"
+
+    names = [short(o) for o in outcomes]
     for o in sorted(outcomes, key=lambda o: -o.predicted / max(o.row.ipus, 1)):
         ipus = max(o.row.ipus, 1)
         x, y = o.row.published / ipus, o.predicted / ipus
-        label = f"{o.row.model}{' packed' if o.row.packed else ''} {o.row.system}{' *' if o.unexplained else ''}"
+        # Two rows of one model and system are told apart by their ids.
+        label = (short(o) if names.count(short(o)) == 1 else o.row.id) + (" *" if o.unexplained else "")
         for step in range(12):
-            text = ax.annotate(label, (x, y), fontsize=7, xytext=(6, -8 - 9 * step), textcoords="offset points")
-            box = text.get_window_extent(renderer)
-            if not any(box.overlaps(other) for other in boxes):
-                break
+            # A label pushed away from its point keeps a thin line to it.
+            line = dict(arrowstyle="-", color="grey", lw=0.5, shrinkA=0, shrinkB=3) if step else None
+            text = ax.annotate(label, (x, y), fontsize=7, xytext=(6, -8 - 9 * step), textcoords="offset points",
+                               arrowprops=line)
+            # The text's own extent (an annotation's would take in its line too).
+            text.update_positions(renderer)
+            box = Text.get_window_extent(text, renderer)
+            if not any(box.overlaps(other) for other in boxes) or step == 11:
+                break  # the last step keeps its place: a label is never dropped
             text.remove()
         boxes.append(box)
