@@ -9,6 +9,8 @@ from typing import Any, Dict, Optional, Tuple
 
 import torch
 
+from ipuexp.training.optim import lamb_class
+
 _EXTRAS = ("loss_scaling", "velocity_scaling", "use_combined_accum", "accum_type", "velocity_accum_type",
            "first_order_momentum_accum_type", "second_order_momentum_accum_type", "max_grad_norm",
            "use_tf_variant", "bias_correction", "max_weight_norm")
@@ -58,44 +60,20 @@ AdamW = _make(torch.optim.AdamW, "AdamW", "torch.optim.AdamW with PopTorch's ext
 RMSprop = _make(torch.optim.RMSprop, "RMSprop", "torch.optim.RMSprop with PopTorch's extra arguments.")
 
 
-class LAMB(Optimizer, torch.optim.Optimizer):
-    """LAMB (You et al. 2020, algorithm 2) with PopTorch's arguments: Adam's direction (bias-corrected unless
-    ``bias_correction=False``) plus decoupled weight decay, scaled per tensor by the trust ratio
-    ||w|| / ||direction||, with ||w|| clipped to ``max_weight_norm`` when given (1 where either norm is zero)."""
+_Lamb = lamb_class()
+
+
+class LAMB(Optimizer, _Lamb):
+    """LAMB (You et al. 2020, algorithm 2) with PopTorch's arguments: the functional engine's LAMB
+    (``ipuexp.training.optim``), bias-corrected unless ``bias_correction=False``, ||w|| clipped to
+    ``max_weight_norm`` when given."""
 
     def __init__(self, params: Any, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 1e-2, bias_correction: bool = True, **kwargs: Any) -> None:
         _, self.poptorch_args = _split(kwargs)
-        self.bias_correction = bool(bias_correction)
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+        _Lamb.__init__(self, params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                       bias_correction=bias_correction, max_weight_norm=self.poptorch_args.get("max_weight_norm"))
 
-    @torch.no_grad()
     def step(self, closure: Any = None) -> Any:
         self._clip()
-        loss = closure() if closure is not None else None
-        max_norm = self.poptorch_args.get("max_weight_norm")
-        for group in self.param_groups:
-            b1, b2 = group["betas"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["step"] = 0
-                    state["exp_avg"] = torch.zeros_like(p)
-                    state["exp_avg_sq"] = torch.zeros_like(p)
-                state["step"] += 1
-                m, v = state["exp_avg"], state["exp_avg_sq"]
-                m.mul_(b1).add_(p.grad, alpha=1 - b1)
-                v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
-                if self.bias_correction:
-                    m_hat, v_hat = m / (1 - b1 ** state["step"]), v / (1 - b2 ** state["step"])
-                else:
-                    m_hat, v_hat = m, v
-                direction = m_hat / (v_hat.sqrt() + group["eps"]) + group["weight_decay"] * p
-                w_norm, d_norm = p.norm(), direction.norm()
-                if max_norm is not None:
-                    w_norm = w_norm.clamp(max=float(max_norm))
-                trust = torch.where((w_norm > 0) & (d_norm > 0), w_norm / d_norm, torch.ones_like(w_norm))
-                p.add_(direction * trust, alpha=-group["lr"])
-        return loss
+        return _Lamb.step(self, closure)

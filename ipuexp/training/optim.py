@@ -37,7 +37,7 @@ def build_optimizer(cfg: OptimizerConfig, params: Iterable[Any]) -> Any:
     if name == "adamw":
         return torch.optim.AdamW(params, lr=lr, betas=(mom, 0.999), weight_decay=wd)
     if name == "lamb":
-        return _lamb_class()(params, lr=lr, betas=(mom, 0.999), weight_decay=wd)
+        return lamb_class()(params, lr=lr, betas=(mom, 0.999), weight_decay=wd)
     if name == "lars":
         return _lars_class()(params, lr=lr, momentum=mom, weight_decay=wd)
     raise AssertionError(f"optimizer.name {name!r} passed validation but has no optimizer here")
@@ -53,17 +53,22 @@ def round_state_to_half(optimizer: Any) -> None:
                 value.copy_(value.half())
 
 
-def _lamb_class() -> Any:
+def lamb_class() -> Any:
+    """The LAMB optimizer class (torch imported when it is asked for; ``ipuexp.poptorch.optim`` builds on it)."""
     import torch
 
     class Lamb(_torch_optimizer_base()):
-        """LAMB (You et al. 2020, "Large Batch Optimization for Deep Learning", algorithm 2): Adam's
-        bias-corrected direction plus decoupled weight decay, scaled per tensor by the trust ratio
-        ||w|| / ||direction|| (1 where either norm is zero)."""
+        """LAMB (You et al. 2020, "Large Batch Optimization for Deep Learning", algorithm 2): Adam's direction
+        (bias-corrected unless ``bias_correction=False``, PopART's LAMB_NO_BIAS) plus decoupled weight decay, scaled
+        per tensor by the trust ratio ||w|| / ||direction||, with ||w|| clipped to ``max_weight_norm`` when given
+        (1 where either norm is zero)."""
 
         def __init__(self, params: Any, lr: float = 1e-3, betas: Any = (0.9, 0.999), eps: float = 1e-6,
-                     weight_decay: float = 0.0) -> None:
+                     weight_decay: float = 0.0, bias_correction: bool = True,
+                     max_weight_norm: Any = None) -> None:
             super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+            self.bias_correction = bool(bias_correction)
+            self.max_weight_norm = None if max_weight_norm is None else float(max_weight_norm)
 
         @torch.no_grad()
         def step(self, closure: Any = None) -> Any:
@@ -82,10 +87,14 @@ def _lamb_class() -> Any:
                     m, v = state["exp_avg"], state["exp_avg_sq"]
                     m.mul_(b1).add_(p.grad, alpha=1 - b1)
                     v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
-                    m_hat = m / (1 - b1 ** state["step"])
-                    v_hat = v / (1 - b2 ** state["step"])
+                    if self.bias_correction:
+                        m_hat, v_hat = m / (1 - b1 ** state["step"]), v / (1 - b2 ** state["step"])
+                    else:
+                        m_hat, v_hat = m, v
                     direction = m_hat / (v_hat.sqrt() + group["eps"]) + group["weight_decay"] * p
                     w_norm, d_norm = p.norm(), direction.norm()
+                    if self.max_weight_norm is not None:
+                        w_norm = w_norm.clamp(max=self.max_weight_norm)
                     trust = torch.where((w_norm > 0) & (d_norm > 0), w_norm / d_norm, torch.ones_like(w_norm))
                     p.add_(direction * trust, alpha=-group["lr"])
             return loss

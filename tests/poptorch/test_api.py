@@ -249,3 +249,24 @@ def test_identity_loss_print_and_checkpoint(tmp_path, capsys):
     expected = (out ** 2).mean()
     torch.testing.assert_close(loss, expected.reshape(1))
     assert capsys.readouterr().out.startswith("out: ")
+
+
+def test_lamb_takes_poptorchs_arguments_on_the_engines_lamb():
+    import torch
+
+    import ipuexp.poptorch as poptorch
+    from ipuexp.training.optim import lamb_class
+
+    def stepped(**kwargs):
+        torch.manual_seed(0)
+        m = torch.nn.Linear(4, 2)
+        opt = poptorch.optim.LAMB(m.parameters(), lr=0.1, **kwargs)
+        m(torch.ones(3, 4)).sum().backward()
+        opt.step()
+        return m.weight.detach().clone(), opt
+
+    plain, opt = stepped(loss_scaling=8.0)
+    assert isinstance(opt, lamb_class().__mro__[1]) and opt.loss_scaling == 8.0
+    no_bias, _ = stepped(bias_correction=False)
+    clipped, _ = stepped(max_weight_norm=1e-3)
+    assert not torch.allclose(plain, no_bias) and not torch.allclose(plain, clipped)
