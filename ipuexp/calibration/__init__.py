@@ -89,5 +89,8 @@ def register_runs() -> None:
     from omegaconf import OmegaConf
 
     cs = ConfigStore.instance()
+    stored = cs.repo.get(GROUP, {})
     for path in sorted(RUNS_DIR.glob("*.yaml")):
+        if f"{path.stem}.yaml" in stored:  # stored earlier in this process: the packaged files do not change
+            continue
         cs.store(group=GROUP, name=path.stem, node=OmegaConf.load(path), package="_global_")

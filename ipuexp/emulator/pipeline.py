@@ -13,6 +13,7 @@ and is used for the trace).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -61,7 +62,7 @@ class PipelineSpec:
     micro-batch cannot be shorter (a host-bound pipeline)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Event:
     """One interval on one IPU (the trace and the Gantt chart draw these)."""
 
@@ -94,6 +95,8 @@ class _Simulator:
         self.ipus = sorted({w.ipu for w in spec.stages})
         self.multi_ipu = len(self.ipus) > 1
         self.total_cycles = total_cycles(self.slots, spec.micro_batches)
+        self._quiet: Dict[int, Tuple[float, Dict[int, Dict[str, float]]]] = {}
+        """Cycles run from time 0 without events (a pure function of the cycle): each is run once."""
 
     def active(self, c: int) -> List[Tuple[Slot, int]]:
         return active(self.slots, c, self.spec.micro_batches)
@@ -121,8 +124,15 @@ class _Simulator:
         if gap <= 0:
             return 0.0
         # The cycles since the previous first-stage forward hold no first-stage forward: no waits of their own.
-        since = sum(self.cycle(x, 0.0, None)[0] for x in range(c - self.first.stride, c))
+        since = sum(self.quiet(x)[0] for x in range(c - self.first.stride, c))
         return max(0.0, gap - since)
+
+    def quiet(self, c: int) -> Tuple[float, Dict[int, Dict[str, float]]]:
+        """``cycle(c, 0.0, None)``, run once per cycle (its busy seconds are shared: read them, never change them)."""
+        got = self._quiet.get(c)
+        if got is None:
+            got = self._quiet[c] = self.cycle(c, 0.0, None)
+        return got
 
     def cycle(self, c: int, t0: float, events: Optional[List[Event]]) -> Tuple[float, Dict[int, Dict[str, float]]]:
         """Run cycle ``c`` from time ``t0`` (after its wait): its duration and each IPU's busy seconds."""
@@ -178,7 +188,17 @@ class _Simulator:
 
 
 def simulate(spec: PipelineSpec, record_events: bool = False) -> PipelineResult:
-    """Time of the pipeline phase of one step (all micro-batches through all stages)."""
+    """Time of the pipeline phase of one step (all micro-batches through all stages). Without events the result
+    is memoised on the (immutable) spec, which fits and planners meet again and again: read it, never change it."""
+    return _simulate(spec, True) if record_events else _timed(spec)
+
+
+@functools.lru_cache(maxsize=4096)
+def _timed(spec: PipelineSpec) -> PipelineResult:
+    return _simulate(spec, False)
+
+
+def _simulate(spec: PipelineSpec, record_events: bool) -> PipelineResult:
     sim = _Simulator(spec)
     totals = {i: dict.fromkeys(CATEGORIES, 0.0) for i in sim.ipus}
     events: Optional[List[Event]] = [] if record_events else None
@@ -205,20 +225,20 @@ def simulate(spec: PipelineSpec, record_events: bool = False) -> PipelineResult:
         head = min(b - a, period)
         reps = (b - a - head) // period if b - a - head > period else 0
         for c in range(a, a + head):
-            dt, busy = sim.cycle(c, 0.0, None)
+            dt, busy = sim.quiet(c)
             add(busy, 1)
             t += dt + sim.wait(c)
         start = a + head
         if reps:
             one = 0.0
             for c in range(start, start + period):
-                dt, busy = sim.cycle(c, 0.0, None)
+                dt, busy = sim.quiet(c)
                 add(busy, reps)
                 one += dt + sim.wait(c)
             t += one * reps
             start += reps * period
         for c in range(start, b):
-            dt, busy = sim.cycle(c, 0.0, None)
+            dt, busy = sim.quiet(c)
             add(busy, 1)
             t += dt + sim.wait(c)
     return PipelineResult(t, sim.total_cycles, totals)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ipuexp.calibration import CALIBRATION_DIR, load_rows, unpredicted
-from ipuexp.validation.fit import FITTED, MODES, fit, held_out, predict, prepare, rounded
+from ipuexp.validation.fit import FITTED, MODES, fit, held_out_modes, predict, prepare, rounded
 from ipuexp.validation.notes import calibration_block, plot, priors, write_block
 from ipuexp.validation.report import Outcome, Report
 from ipuexp.validation.tables import fitted_table
@@ -100,8 +100,9 @@ def run(cfg: ValidateConfig, refit: bool = False) -> Report:
     for o in outside:  # in no fit: every prediction of it is held out
         o.held_out = {mode: o.predicted for mode in MODES[1:]}
     if cfg.leave_one_out and len(cases) > 1:
+        refits = held_out_modes(cases, MODES[1:])
         for mode in MODES[1:]:
-            preds, consts = held_out(cases, mode)
+            preds, consts = refits[mode]
             report.held_out_constants[mode] = consts
             for i, value in preds.items():
                 outcomes[i].held_out[mode] = value

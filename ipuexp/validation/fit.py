@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ipuexp.graph.types import Graph
     from ipuexp.execution.execution import ExecutionPlan
 
-__all__ = ["FITTED", "PRIORS", "Case", "prepare", "predict", "fit", "held_out", "rounded"]
+__all__ = ["FITTED", "PRIORS", "Case", "prepare", "predict", "fit", "held_out", "held_out_modes", "rounded"]
 
 MODES = ("in-sample", "leave-one-out", "leave-one-family-out", "leave-one-size-out")
 """How each row is predicted: with constants fitted on all rows, on all but the row, on all rows but the row's
@@ -60,13 +60,14 @@ def prepare(rows: Sequence[Row], cache_dir: Optional[str] = None) -> List[Case]:
     return cases
 
 
-def predict(case: Case, constants: Optional[Dict[str, float]] = None) -> float:
+def predict(case: Case, constants: Optional[Dict[str, float]] = None, block_memo: Optional[Dict] = None) -> float:
     """Samples (packed rows: sequences) per second of a case, with ``constants`` replacing the configured calibration values (the case
-    itself is not changed)."""
+    itself is not changed). ``block_memo``: the case's block cycles by tile context, kept across a fit's calls
+    (``emulator.timing.analyse``)."""
     from ipuexp.emulator.timing import estimate_throughput
 
     plan = case.plan.with_calibration(constants) if constants else case.plan
-    figures = estimate_throughput(plan, case.graph)
+    figures = estimate_throughput(plan, case.graph, block_memo=block_memo)
     # A packed row's published throughput counts sequences; its samples are packs.
     return figures.sequences_per_s if figures.sequences_per_s is not None else figures.samples_per_s
 
@@ -86,9 +87,13 @@ def fit(cases: Sequence[Case], start: Dict[str, float]) -> Dict[str, float]:
 
     prior = np.log([PRIORS[n] for n in names])
 
+    # A case's block cycles depend on the constants only through its tile contexts: the steps of the Jacobian that
+    # move a constant outside them (host, GW-Link) find them here.
+    memos: List[Dict] = [{} for _ in cases]
+
     def residuals(x: Any) -> Any:
         consts = dict(zip(names, np.exp(x)))
-        rows = [math.log(predict(c, consts) / c.row.published) for c in cases]
+        rows = [math.log(predict(c, consts, m) / c.row.published) for c, m in zip(cases, memos)]
         return np.array(rows + list(PRIOR_WEIGHT * (x - prior)))
 
     # Robust loss (soft L1 beyond ROBUST_SCALE): a row the model cannot explain (ViT-B/16, docs/emulator.md) is
@@ -120,14 +125,46 @@ def groups(cases: Sequence[Case], mode: str) -> Dict[str, List[int]]:
 
 def held_out(cases: Sequence[Case], mode: str) -> Tuple[Dict[int, float], Dict[str, Dict[str, float]]]:
     """Each case predicted with constants fitted without its group (from PRIORS); and the constants."""
-    preds: Dict[int, float] = {}
-    consts: Dict[str, Dict[str, float]] = {}
-    for name, idx in groups(cases, mode).items():
-        others = [c for j, c in enumerate(cases) if j not in idx]
-        if not others:
-            continue
-        fitted = rounded(fit(others, PRIORS))
-        consts[name] = fitted
-        for i in idx:
-            preds[i] = predict(cases[i], fitted)
-    return preds, consts
+    return held_out_modes(cases, [mode])[mode]
+
+
+def held_out_modes(cases: Sequence[Case], modes: Sequence[str],
+                   workers: Optional[int] = None) -> Dict[str, Tuple[Dict[int, float], Dict[str, Dict[str, float]]]]:
+    """``held_out`` for each of ``modes``. The refits are independent, so they run in up to ``workers`` forked
+    processes (default: two where the machine has two cores); each is the same computation as in this process, so
+    the answers do not depend on where it ran."""
+    tasks = [(mode, name, tuple(idx)) for mode in modes for name, idx in groups(cases, mode).items()
+             if len(idx) < len(cases)]
+    out: Dict[str, Tuple[Dict[int, float], Dict[str, Dict[str, float]]]] = {mode: ({}, {}) for mode in modes}
+    for mode, name, fitted, preds in _run_refits(cases, tasks, workers):
+        out[mode][1][name] = fitted
+        out[mode][0].update(preds)
+    return out
+
+
+_CASES: Sequence[Case] = ()
+"""The cases a forked refit worker reads (set before the workers start: nothing is pickled but indices)."""
+
+
+def _refit(task: Tuple[str, str, Tuple[int, ...]]) -> Tuple[str, str, Dict[str, float], Dict[int, float]]:
+    mode, name, idx = task
+    others = [c for j, c in enumerate(_CASES) if j not in idx]
+    fitted = rounded(fit(others, PRIORS))
+    return mode, name, fitted, {i: predict(_CASES[i], fitted) for i in idx}
+
+
+def _run_refits(cases: Sequence[Case], tasks: List[Tuple[str, str, Tuple[int, ...]]],
+                workers: Optional[int]) -> List[Tuple[str, str, Dict[str, float], Dict[int, float]]]:
+    import multiprocessing
+    import os
+
+    global _CASES
+    n = min(2, os.cpu_count() or 1) if workers is None else workers
+    _CASES = cases
+    try:
+        if n < 2 or len(tasks) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+            return [_refit(t) for t in tasks]
+        with multiprocessing.get_context("fork").Pool(min(n, len(tasks))) as pool:
+            return list(pool.imap(_refit, tasks, chunksize=1))
+    finally:
+        _CASES = ()
