@@ -83,16 +83,23 @@ def measured_figures(exp: ExperimentConfig, result: Result) -> Optional[Measured
 def _save_charts(ev: Evaluation, out: Path) -> None:
     from ipuexp.report.gantt import draw_gantt
     from ipuexp.report.memory_chart import save_liveness_chart, save_memory_chart
-    from ipuexp.report.trace import write_trace
+    from ipuexp.report.trace import write_trace_aside
 
     result = ev.result
     title = f"{result.recipe or result.model.name}: one step"
-    result.artifacts["trace"] = str(Path(write_trace(ev.events, out / "trace.json.gz", title=title)).resolve())
-    result.artifacts["gantt"] = str(Path(draw_gantt(ev.events, out / "pipeline.png", title=title)).resolve())
-    result.artifacts["memory_chart"] = str(Path(save_memory_chart(result.memory, out / "memory.png")).resolve())
-    worst = max(result.memory.ipus, key=lambda m: m.max_tile_bytes)
-    path = save_liveness_chart(ev.liveness, out / "liveness.png", capacity_bytes=worst.capacity_bytes,
-                               title=f"Liveness, IPU {worst.ipu}")
+    join_trace = write_trace_aside(ev.events, out / "trace.json.gz", title=title)  # on the other core
+    try:
+        gantt = draw_gantt(ev.events, out / "pipeline.png", title=title)
+        memory = save_memory_chart(result.memory, out / "memory.png")
+        worst = max(result.memory.ipus, key=lambda m: m.max_tile_bytes)
+        path = save_liveness_chart(ev.liveness, out / "liveness.png", capacity_bytes=worst.capacity_bytes,
+                                   title=f"Liveness, IPU {worst.ipu}")
+    except BaseException:
+        join_trace(False)
+        raise
+    result.artifacts["trace"] = str(Path(join_trace()).resolve())
+    result.artifacts["gantt"] = str(Path(gantt).resolve())
+    result.artifacts["memory_chart"] = str(Path(memory).resolve())
     result.artifacts["liveness_chart"] = str(Path(path).resolve())
 
 
