@@ -97,6 +97,7 @@ class _Simulator:
         self.total_cycles = total_cycles(self.slots, spec.micro_batches)
         self._quiet: Dict[int, Tuple[float, Dict[int, Dict[str, float]]]] = {}
         """Cycles run from time 0 without events (a pure function of the cycle): each is run once."""
+        self._parts: Optional[Tuple[Dict[int, Tuple], Dict[int, Tuple]]] = None
 
     def active(self, c: int) -> List[Tuple[Slot, int]]:
         return active(self.slots, c, self.spec.micro_batches)
@@ -131,8 +132,52 @@ class _Simulator:
         """``cycle(c, 0.0, None)``, run once per cycle (its busy seconds are shared: read them, never change them)."""
         got = self._quiet.get(c)
         if got is None:
-            got = self._quiet[c] = self.cycle(c, 0.0, None)
+            got = self._quiet[c] = self._quiet_cycle(c)
         return got
+
+    def _passes(self) -> Tuple[Dict[int, Tuple], Dict[int, Tuple]]:
+        """Per stage, forward and backward: its IPU, the (category, seconds) it runs in ``cycle``'s order (those of
+        zero seconds left out, as ``cycle`` leaves them out) and the bytes it sends to a stage on another IPU."""
+        spec, fwd, bwd = self.spec, {}, {}
+        for st, w in self.stages.items():
+            parts = []
+            if st == 0:
+                parts.append(("host_io", spec.io_exposed_s + (0.0 if spec.io_overlap else spec.io_s)))
+            parts += [("compute", w.fwd_compute), ("exchange", w.fwd_exchange)]
+            nxt = self.stages.get(st + 1)
+            fwd[st] = (w.ipu, tuple((k, v) for k, v in parts if v > 0),
+                       w.send_fwd_bytes if nxt is not None and nxt.ipu != w.ipu else None)
+            parts = [("recompute", w.recompute), ("compute", w.bwd_compute), ("exchange", w.bwd_exchange)]
+            prv = self.stages.get(st - 1)
+            bwd[st] = (w.ipu, tuple((k, v) for k, v in parts if v > 0),
+                       w.send_bwd_bytes if prv is not None and prv.ipu != w.ipu else None)
+        return fwd, bwd
+
+    def _quiet_cycle(self, c: int) -> Tuple[float, Dict[int, Dict[str, float]]]:
+        """``cycle(c, 0.0, None)`` without its events: the same sums in the same order, so the same floats."""
+        if self._parts is None:
+            self._parts = self._passes()
+        fwd, bwd = self._parts
+        busy = {i: dict.fromkeys(CATEGORIES, 0.0) for i in self.ipus}
+        clock = dict.fromkeys(self.ipus, 0.0)
+        sent = dict.fromkeys(self.ipus, 0.0)
+        for slot, _ in self.active(c):
+            ipu, parts, send = (fwd if slot.phase == FWD else bwd)[slot.stage]
+            own, t = busy[ipu], clock[ipu]
+            for category, seconds in parts:
+                own[category] += seconds
+                t += seconds
+            clock[ipu] = t
+            if send is not None:
+                sent[ipu] += send
+        end = max(clock.values())
+        if self.multi_ipu:
+            spec = self.spec
+            barrier = spec.sync_s + max(sent.values()) / spec.link_bytes_per_s
+            for i in self.ipus:
+                busy[i]["exchange"] += barrier
+            end += barrier
+        return end - 0.0, busy
 
     def cycle(self, c: int, t0: float, events: Optional[List[Event]]) -> Tuple[float, Dict[int, Dict[str, float]]]:
         """Run cycle ``c`` from time ``t0`` (after its wait): its duration and each IPU's busy seconds."""
