@@ -136,37 +136,54 @@ class _Simulator:
         return got
 
     def _passes(self) -> Tuple[Dict[int, Tuple], Dict[int, Tuple]]:
-        """Per stage, forward and backward: its IPU, the (category, seconds) it runs in ``cycle``'s order (those of
-        zero seconds left out, as ``cycle`` leaves them out) and the bytes it sends to a stage on another IPU."""
+        """Per stage, forward and backward: its IPU, what it runs in ``cycle``'s order as (category, seconds, event
+        name before and after the micro-batch, event category; those of zero seconds left out, as ``cycle`` leaves
+        them out) and the bytes it sends to a stage on another IPU."""
         spec, fwd, bwd = self.spec, {}, {}
         for st, w in self.stages.items():
             parts = []
             if st == 0:
-                parts.append(("host_io", spec.io_exposed_s + (0.0 if spec.io_overlap else spec.io_s)))
-            parts += [("compute", w.fwd_compute), ("exchange", w.fwd_exchange)]
+                io = spec.io_exposed_s + (0.0 if spec.io_overlap else spec.io_s)
+                parts.append(("host_io", io, "host IO mb", "", "host_io"))
+            parts += [("compute", w.fwd_compute, f"F{st} mb", "", "fwd"),
+                      ("exchange", w.fwd_exchange, f"F{st} mb", " exchange", "exchange")]
             nxt = self.stages.get(st + 1)
-            fwd[st] = (w.ipu, tuple((k, v) for k, v in parts if v > 0),
+            fwd[st] = (w.ipu, tuple(p for p in parts if p[1] > 0),
                        w.send_fwd_bytes if nxt is not None and nxt.ipu != w.ipu else None)
-            parts = [("recompute", w.recompute), ("compute", w.bwd_compute), ("exchange", w.bwd_exchange)]
+            parts = [("recompute", w.recompute, f"R{st} mb", "", "recompute"),
+                     ("compute", w.bwd_compute, f"B{st} mb", "", "bwd"),
+                     ("exchange", w.bwd_exchange, f"B{st} mb", " exchange", "exchange")]
             prv = self.stages.get(st - 1)
-            bwd[st] = (w.ipu, tuple((k, v) for k, v in parts if v > 0),
+            bwd[st] = (w.ipu, tuple(p for p in parts if p[1] > 0),
                        w.send_bwd_bytes if prv is not None and prv.ipu != w.ipu else None)
         return fwd, bwd
 
     def _quiet_cycle(self, c: int) -> Tuple[float, Dict[int, Dict[str, float]]]:
-        """``cycle(c, 0.0, None)`` without its events: the same sums in the same order, so the same floats."""
+        return self.fast_cycle(c, 0.0, None)
+
+    def fast_cycle(self, c: int, t0: float, events: Optional[List[Event]]
+                   ) -> Tuple[float, Dict[int, Dict[str, float]]]:
+        """``cycle`` from tables built once per simulation: the same sums in the same order (so the same floats) and
+        the same events."""
         if self._parts is None:
             self._parts = self._passes()
         fwd, bwd = self._parts
         busy = {i: dict.fromkeys(CATEGORIES, 0.0) for i in self.ipus}
-        clock = dict.fromkeys(self.ipus, 0.0)
+        clock = dict.fromkeys(self.ipus, t0)
         sent = dict.fromkeys(self.ipus, 0.0)
-        for slot, _ in self.active(c):
-            ipu, parts, send = (fwd if slot.phase == FWD else bwd)[slot.stage]
+        for slot, mb in self.active(c):
+            stage = slot.stage
+            ipu, parts, send = (fwd if slot.phase == FWD else bwd)[stage]
             own, t = busy[ipu], clock[ipu]
-            for category, seconds in parts:
-                own[category] += seconds
-                t += seconds
+            if events is None:
+                for category, seconds, _, _, _ in parts:
+                    own[category] += seconds
+                    t += seconds
+            else:
+                for category, seconds, before, after, kind in parts:
+                    own[category] += seconds
+                    events.append(Event(ipu, f"{before}{mb}{after}", kind, t, seconds, stage, mb))
+                    t += seconds
             clock[ipu] = t
             if send is not None:
                 sent[ipu] += send
@@ -176,8 +193,10 @@ class _Simulator:
             barrier = spec.sync_s + max(sent.values()) / spec.link_bytes_per_s
             for i in self.ipus:
                 busy[i]["exchange"] += barrier
+                if events is not None and barrier > 0:
+                    events.append(Event(i, "sync + inter-IPU copy", "exchange", end, barrier))
             end += barrier
-        return end - 0.0, busy
+        return end - t0, busy
 
     def cycle(self, c: int, t0: float, events: Optional[List[Event]]) -> Tuple[float, Dict[int, Dict[str, float]]]:
         """Run cycle ``c`` from time ``t0`` (after its wait): its duration and each IPU's busy seconds."""
@@ -257,7 +276,7 @@ def _simulate(spec: PipelineSpec, record_events: bool) -> PipelineResult:
     if record_events:
         for c in range(sim.total_cycles):
             t += sim.wait(c)
-            dt, busy = sim.cycle(c, t, events)
+            dt, busy = sim.fast_cycle(c, t, events)
             add(busy, 1)
             t += dt
         return PipelineResult(t, sim.total_cycles, totals, events or [])
