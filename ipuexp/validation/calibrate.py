@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ipuexp.calibration import family
 from ipuexp.calibration.band import Residual
 from ipuexp.calibration.evidence import residual_of
-from ipuexp.validation.fit import FITTED, Case, fit, held_out, predict, rounded
+from ipuexp.validation.fit import FITTED, Case, fit_and_held_out, predict
 from ipuexp.validation.measured import MeasuredCase
 
 MODES = {"shipped+measured": "the shipped calibration rows and the measured runs",
@@ -112,12 +112,14 @@ def refit(shipped: Sequence[Case], unexplained: Sequence[Case], mine: Sequence[M
     fitted = [line for line in shipped_lines + mine_lines if line.fitted]
     cases = [line.case for line in fitted]
     try:
-        constants = rounded(fit(cases, replaced))
+        # The fit and the leave-one-out refits together, on both cores.
+        loo = leave_one_out and len(cases) > 1
+        constants, refits = fit_and_held_out(cases, replaced, ["leave-one-out"] if loo else [])
         result = Refit(mode, dict(replaced), constants, mine_lines, shipped_lines)
         for line in shipped_lines + mine_lines:
             line.after = predict(line.case, constants)
-        if leave_one_out and len(cases) > 1:
-            preds, consts = held_out(cases, "leave-one-out")
+        if loo:
+            preds, consts = refits["leave-one-out"]
             result.loo_constants = consts
             for i, value in preds.items():
                 fitted[i].loo = value

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ipuexp.graph.types import Graph
     from ipuexp.execution.execution import ExecutionPlan
 
-__all__ = ["FITTED", "PRIORS", "Case", "prepare", "predict", "fit", "held_out", "held_out_modes", "rounded"]
+__all__ = ["FITTED", "PRIORS", "Case", "prepare", "predict", "fit", "held_out", "held_out_modes", "fit_and_held_out", "rounded"]
 
 MODES = ("in-sample", "leave-one-out", "leave-one-family-out", "leave-one-size-out")
 """How each row is predicted: with constants fitted on all rows, on all but the row, on all rows but the row's
@@ -133,28 +133,44 @@ def held_out_modes(cases: Sequence[Case], modes: Sequence[str],
     """``held_out`` for each of ``modes``. The refits are independent, so they run in up to ``workers`` forked
     processes (default: two where the machine has two cores); each is the same computation as in this process, so
     the answers do not depend on where it ran."""
-    tasks = [(mode, name, tuple(idx)) for mode in modes for name, idx in groups(cases, mode).items()
-             if len(idx) < len(cases)]
+    return fit_and_held_out(cases, None, modes, workers)[1]
+
+
+def fit_and_held_out(cases: Sequence[Case], start: Optional[Dict[str, float]], modes: Sequence[str],
+                     workers: Optional[int] = None
+                     ) -> Tuple[Optional[Dict[str, float]], Dict[str, Tuple[Dict[int, float], Dict[str, Dict[str, float]]]]]:
+    """The fit on every case from ``start`` (rounded; None when ``start`` is None) and ``held_out_modes``, the fit
+    one more task beside the refits."""
+    tasks: List[Tuple[str, Optional[str], Tuple[int, ...], Optional[Dict[str, float]]]] = []
+    if start is not None:
+        tasks.append(("in-sample", None, (), dict(start)))
+    tasks += [(mode, name, tuple(idx), None) for mode in modes for name, idx in groups(cases, mode).items()
+              if len(idx) < len(cases)]
     out: Dict[str, Tuple[Dict[int, float], Dict[str, Dict[str, float]]]] = {mode: ({}, {}) for mode in modes}
+    constants = None
     for mode, name, fitted, preds in _run_refits(cases, tasks, workers):
+        if name is None:
+            constants = fitted
+            continue
         out[mode][1][name] = fitted
         out[mode][0].update(preds)
-    return out
+    return constants, out
 
 
 _CASES: Sequence[Case] = ()
 """The cases a forked refit worker reads (set before the workers start: nothing is pickled but indices)."""
 
 
-def _refit(task: Tuple[str, str, Tuple[int, ...]]) -> Tuple[str, str, Dict[str, float], Dict[int, float]]:
-    mode, name, idx = task
+def _refit(task: Tuple[str, Optional[str], Tuple[int, ...], Optional[Dict[str, float]]]
+           ) -> Tuple[str, Optional[str], Dict[str, float], Dict[int, float]]:
+    mode, name, idx, start = task
     others = [c for j, c in enumerate(_CASES) if j not in idx]
-    fitted = rounded(fit(others, PRIORS))
+    fitted = rounded(fit(others, PRIORS if start is None else start))
     return mode, name, fitted, {i: predict(_CASES[i], fitted) for i in idx}
 
 
-def _run_refits(cases: Sequence[Case], tasks: List[Tuple[str, str, Tuple[int, ...]]],
-                workers: Optional[int]) -> List[Tuple[str, str, Dict[str, float], Dict[int, float]]]:
+def _run_refits(cases: Sequence[Case], tasks: List[Tuple[str, Optional[str], Tuple[int, ...], Any]],
+                workers: Optional[int]) -> List[Tuple[str, Optional[str], Dict[str, float], Dict[int, float]]]:
     import multiprocessing
     import os
 
