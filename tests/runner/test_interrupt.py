@@ -72,7 +72,7 @@ def _interrupt_sweep(tmp_path: Path, ray_tmp: str) -> None:
         if proc.poll() is None:
             proc.kill()
         reader.join(timeout=10)
-    out = "".join(lines)
+    out = " ".join("".join(lines).split())  # lines break between words at the terminal's width
     assert proc.returncode != 0
     assert "Interrupted: cancelling 5 unfinished jobs and stopping Ray" in out
     assert "Interrupted sweep" in out and "1 done, 0 failed" in out
