@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -74,7 +75,8 @@ def _interrupt_sweep(tmp_path: Path, ray_tmp: str) -> None:
         reader.join(timeout=10)
     out = " ".join("".join(lines).split())  # lines break between words at the terminal's width
     assert proc.returncode != 0
-    assert "Interrupted: cancelling 5 unfinished jobs and stopping Ray" in out
+    # How many jobs were sent by then depends on when the signal lands (the launcher composes them one by one).
+    assert re.search(r"Interrupted: cancelling [1-5] unfinished jobs and stopping Ray", out), out
     assert "Interrupted sweep" in out and "1 done, 0 failed" in out
     deadline = time.monotonic() + 180  # Ray's processes end as their parents notice; slowly on a loaded machine
     while _ray_processes(ray_tmp) and time.monotonic() < deadline:
