@@ -81,8 +81,14 @@ def shares(events: Sequence[Event], segment: Segment) -> Dict[int, Dict[str, flo
     """Each IPU's share of ``segment`` per category (what is left of 1 is idle)."""
     out: Dict[int, Dict[str, float]] = {}
     span = segment.duration_s or 1.0
-    for e in events:
-        a, b = max(e.start_s, segment.start_s), min(e.start_s + e.duration_s, segment.end_s)
+    lo, hi = segment.start_s, segment.end_s
+    for e in events:  # max() and min() of two floats, written out (hundreds of thousands of events)
+        a = e.start_s
+        b = a + e.duration_s
+        if lo > a:
+            a = lo
+        if hi < b:
+            b = hi
         if b > a:
             cats = out.setdefault(e.ipu, {})
             cats[e.category] = cats.get(e.category, 0.0) + (b - a) / span
