@@ -129,7 +129,7 @@ class _Simulator:
         return max(0.0, gap - since)
 
     def quiet(self, c: int) -> Tuple[float, Dict[int, Dict[str, float]]]:
-        """``cycle(c, 0.0, None)``, run once per cycle (its busy seconds are shared: read them, never change them)."""
+        """``fast_cycle(c, 0.0, None)``, run once per cycle (its busy seconds are shared: read them, never change them)."""
         got = self._quiet.get(c)
         if got is None:
             got = self._quiet[c] = self._quiet_cycle(c)
@@ -190,50 +190,6 @@ class _Simulator:
         end = max(clock.values())
         if self.multi_ipu:
             spec = self.spec
-            barrier = spec.sync_s + max(sent.values()) / spec.link_bytes_per_s
-            for i in self.ipus:
-                busy[i]["exchange"] += barrier
-                if events is not None and barrier > 0:
-                    events.append(Event(i, "sync + inter-IPU copy", "exchange", end, barrier))
-            end += barrier
-        return end - t0, busy
-
-    def cycle(self, c: int, t0: float, events: Optional[List[Event]]) -> Tuple[float, Dict[int, Dict[str, float]]]:
-        """Run cycle ``c`` from time ``t0`` (after its wait): its duration and each IPU's busy seconds."""
-        spec = self.spec
-        busy = {i: dict.fromkeys(CATEGORIES, 0.0) for i in self.ipus}
-        clock = dict.fromkeys(self.ipus, t0)
-        sent = dict.fromkeys(self.ipus, 0.0)
-
-        def run(ipu: int, category: str, seconds: float, name: str, stage: int, mb: int, ev_cat: str) -> None:
-            if seconds <= 0:
-                return
-            busy[ipu][category] += seconds
-            if events is not None:
-                events.append(Event(ipu, name, ev_cat, clock[ipu], seconds, stage, mb))
-            clock[ipu] += seconds
-
-        for slot, mb in self.active(c):
-            w = self.stages[slot.stage]
-            if slot.phase == FWD:
-                if slot.stage == 0:
-                    # Without IO tiles the stream copy runs before the compute (IPU optimisation guide Fig. 4.6).
-                    io = spec.io_exposed_s + (0.0 if spec.io_overlap else spec.io_s)
-                    run(w.ipu, "host_io", io, f"host IO mb{mb}", 0, mb, "host_io")
-                run(w.ipu, "compute", w.fwd_compute, f"F{slot.stage} mb{mb}", slot.stage, mb, "fwd")
-                run(w.ipu, "exchange", w.fwd_exchange, f"F{slot.stage} mb{mb} exchange", slot.stage, mb, "exchange")
-                nxt = self.stages.get(slot.stage + 1)
-                if nxt is not None and nxt.ipu != w.ipu:
-                    sent[w.ipu] += w.send_fwd_bytes
-            else:
-                run(w.ipu, "recompute", w.recompute, f"R{slot.stage} mb{mb}", slot.stage, mb, "recompute")
-                run(w.ipu, "compute", w.bwd_compute, f"B{slot.stage} mb{mb}", slot.stage, mb, "bwd")
-                run(w.ipu, "exchange", w.bwd_exchange, f"B{slot.stage} mb{mb} exchange", slot.stage, mb, "exchange")
-                prv = self.stages.get(slot.stage - 1)
-                if prv is not None and prv.ipu != w.ipu:
-                    sent[w.ipu] += w.send_bwd_bytes
-        end = max(clock.values())
-        if self.multi_ipu:
             barrier = spec.sync_s + max(sent.values()) / spec.link_bytes_per_s
             for i in self.ipus:
                 busy[i]["exchange"] += barrier
