@@ -1,5 +1,14 @@
-"""The calibration data shipped with ipuexp: published training throughput of real IPU systems and, per row, the
-configuration it was measured with (``runs/<id>.yaml``).
+"""The calibration of the analytic engine, whole: the data shipped with ipuexp (published training throughput of real
+IPU systems and, per row, the configuration it was measured with, ``runs/<id>.yaml``), the fitted constants and their
+ranges, the error bands, a user's calibration, the fit and its held-out refits, and the two commands.
+
+Two layers live here (the import-linter contract in ``pyproject.toml`` names the modules): the data and the constants
+every run reads (this module, ``fitted``, ``band``, ``evidence``, ``reach``, ``user``), below ``ipuexp.config``; and
+the fit and the commands over the engine, above it: ``fit`` (the fit and the held-out refits), ``validate_command``,
+``validate_report`` and ``validate_notes`` (``python -m ipuexp.validate``: the command, its per-row outcomes and
+statistics, the calibration blocks and plot it writes), ``calibrate_command``, ``measured_runs``, ``refit`` and
+``calibrate_print`` (``python -m ipuexp.calibrate``: the refit on a user's measured runs), ``tables`` (their console
+tables). This module imports nothing of the upper layer.
 
 These runs are not user recipes: ``python -m ipuexp.validate`` composes them as the ``calibration_run`` config group,
 which only it registers, so ``--help`` lists the user's recipes alone. Sources of every row are in the table's

@@ -40,7 +40,7 @@ def _say(text: str) -> None:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse(list(sys.argv[1:] if argv is None else argv))
-    from ipuexp.report.measured import (calibration_warning, measured_points, plot_measured, print_measured,
+    from ipuexp.report.predicted_vs_measured import (calibration_warning, measured_points, plot_measured, print_measured,
                                         under_calibration)
     from ipuexp.report.sweep import ReportError, load, print_table, write_csv
     from ipuexp.report.sweep_plots import draw_all

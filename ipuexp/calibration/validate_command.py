@@ -9,8 +9,8 @@ percentage error and whether each gate of ``ipuexp/calibration/validate.yaml`` p
 ``--fit`` refits the constants named in ``fit.FITTED`` (least squares on the log error, ``scipy.optimize``)
 and prints the ``calibration:`` block for every generation; ``--write`` also puts it into ``conf/ipu/<gen>.yaml``.
 
-The fit and the held-out refits are in ``fit.py``, the per-row outcomes and their statistics in ``report.py``, the
-calibration blocks and the plot in ``notes.py``; this module is the command.
+The fit and the held-out refits are in ``fit.py``, the per-row outcomes and their statistics in
+``validate_report.py``, the calibration blocks and the plot in ``validate_notes.py``; this module is the command.
 """
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ipuexp.calibration import CALIBRATION_DIR, load_rows, unpredicted
-from ipuexp.validation.fit import FITTED, MODES, fit, held_out_modes, predict, prepare, rounded
-from ipuexp.validation.notes import calibration_block, plot, priors, write_block
-from ipuexp.validation.report import Outcome, Report
-from ipuexp.validation.tables import fitted_table
+from ipuexp.calibration.fit import FITTED, MODES, fit, held_out_modes, predict, prepare, rounded
+from ipuexp.calibration.validate_notes import calibration_block, plot, priors, write_block
+from ipuexp.calibration.validate_report import Outcome, Report
+from ipuexp.calibration.tables import fitted_table
 
 GENERATIONS = ("mk1", "mk2", "bow")
 

@@ -50,7 +50,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse(raw)
     from ipuexp.calibration.user import ENV, calibration_dir, check_name, path_of
     from ipuexp.config.checks import check_uri_or_env, check_writable
-    from ipuexp.validation.measured import read_csv, read_mlflow
+    from ipuexp.calibration.measured_runs import read_csv, read_mlflow
 
     try:
         check_name(args.name)
@@ -96,11 +96,11 @@ def _calibrate(args: argparse.Namespace, measurements: Sequence[Any], recipes: S
 
     from ipuexp.calibration import load_rows, unpredicted
     from ipuexp.calibration.user import MeasuredRow, NameTaken, UserCalibration, free_name, save
-    from ipuexp.validation.calibrate import FitFailed, refit
-    from ipuexp.validation.command import load_config
-    from ipuexp.validation.fit import FITTED, prepare
-    from ipuexp.validation.measured import prepare as prepare_measured
-    from ipuexp.validation import calibrate_print as show
+    from ipuexp.calibration.refit import FitFailed, refit
+    from ipuexp.calibration.validate_command import load_config
+    from ipuexp.calibration.fit import FITTED, prepare
+    from ipuexp.calibration.measured_runs import prepare as prepare_measured
+    from ipuexp.calibration import calibrate_print as show
 
     console = Console(highlight=False)
     cfg = load_config()

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from ipuexp.calibration import load_rows, user
-from ipuexp.validation import calibrate_command as cmd
-from ipuexp.validation.measured import OUTLIER_FACTOR, Measurement, MeasurementError, prepare, read_csv
+from ipuexp.calibration import calibrate_command as cmd
+from ipuexp.calibration.measured_runs import OUTLIER_FACTOR, Measurement, MeasurementError, prepare, read_csv
 
 ROOT = Path(__file__).resolve().parents[2]
 VIT = "vit_b16_finetune_bow_pod16_pytorch"

@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from ipuexp.report.__main__ import main
-from ipuexp.report.measured import (calibration_warning, host_points, in_band, measured_points, plot_measured,
+from ipuexp.report.predicted_vs_measured import (calibration_warning, host_points, in_band, measured_points, plot_measured,
                                     print_measured, summary, under_calibration)
 from ipuexp.report.sweep import Point, ReportError, Sweep, load
 

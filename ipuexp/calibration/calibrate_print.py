@@ -9,9 +9,9 @@ from typing import Any, Optional, Sequence
 
 from ipuexp.calibration import Row
 from ipuexp.calibration.band import Point, Residual, error_band, load_residuals
-from ipuexp.validation.calibrate import MODES, Refit, bounds_hit
-from ipuexp.validation.fit import Case, predict
-from ipuexp.validation.tables import fitted_table
+from ipuexp.calibration.refit import MODES, Refit, bounds_hit
+from ipuexp.calibration.fit import Case, predict
+from ipuexp.calibration.tables import fitted_table
 
 def _pct(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:+.1f}"
