@@ -7,58 +7,90 @@ open it as it is).
 """
 from __future__ import annotations
 
+import functools
 import gzip
+import itertools
 import json
 import os
 import signal
+from json.encoder import encode_basestring_ascii
 from operator import attrgetter
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Union
+from typing import Callable, Dict, Iterable, Iterator, List, Union
 
 from ipuexp.emulator.pipeline import Event
 
 
-def _merge_exchange(events: Iterable[Event]) -> List[dict]:
-    """Complete events, each pass's own exchange folded into it."""
-    out: List[dict] = []
-    last: Dict[int, dict] = {}
+def _merged(events: Iterable[Event]) -> List[list]:
+    """Complete events as ``[name, category, ipu, ts_us, dur_us, stage, micro_batch, exchange_us]``, each pass's own
+    exchange folded into it (``exchange_us`` None where none was)."""
+    out: List[list] = []
+    last: Dict[int, list] = {}
     for e in sorted(events, key=attrgetter("ipu", "start_s")):
-        prev = last.get(e.ipu)
+        ipu, mb = e.ipu, e.micro_batch
         ts, dur = round(e.start_s * 1e6, 3), round(e.duration_s * 1e6, 3)
-        if (prev is not None and e.category == "exchange" and e.micro_batch >= 0
-                and prev["args"].get("micro_batch") == e.micro_batch and prev["args"].get("stage") == e.stage
-                and -1e-3 < prev["ts"] + prev["dur"] - ts < 1e-3):
-            prev["dur"] = round(prev["dur"] + dur, 3)
-            prev["args"]["exchange_us"] = dur
-            continue
-        args: dict = {}
-        if e.stage >= 0:
-            args["stage"] = e.stage
-        if e.micro_batch >= 0:
-            args["micro_batch"] = e.micro_batch
-        ev = {"name": e.name, "cat": e.category, "ph": "X", "pid": 0, "tid": e.ipu, "ts": ts, "dur": dur,
-              "args": args}
+        if mb >= 0 and e.category == "exchange":
+            prev = last.get(ipu)
+            if prev is not None and prev[6] == mb and prev[5] == e.stage and -1e-3 < prev[3] + prev[4] - ts < 1e-3:
+                prev[4] = round(prev[4] + dur, 3)
+                prev[7] = dur
+                continue
+        ev = [e.name, e.category, ipu, ts, dur, e.stage, mb, None]
         out.append(ev)
-        last[e.ipu] = ev
+        last[ipu] = ev
+    return out
+
+
+def _as_dict(m: list) -> dict:
+    name, cat, ipu, ts, dur, stage, mb, exchange = m
+    args: dict = {}
+    if stage >= 0:
+        args["stage"] = stage
+    if mb >= 0:
+        args["micro_batch"] = mb
+    if exchange is not None:
+        args["exchange_us"] = exchange
+    return {"name": name, "cat": cat, "ph": "X", "pid": 0, "tid": ipu, "ts": ts, "dur": dur, "args": args}
+
+
+def _header(events: List[Event], process_name: str) -> List[dict]:
+    out: List[dict] = [{"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": process_name}}]
+    for i in sorted({e.ipu for e in events}):
+        out.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": i, "args": {"name": f"IPU {i}"}})
+        out.append({"name": "thread_sort_index", "ph": "M", "pid": 0, "tid": i, "args": {"sort_index": i}})
     return out
 
 
 def trace_events(events: Iterable[Event], process_name: str = "replica 0") -> List[dict]:
     events = list(events)
-    ipus = sorted({e.ipu for e in events})
-    out: List[dict] = [{"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": process_name}}]
-    for i in ipus:
-        out.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": i, "args": {"name": f"IPU {i}"}})
-        out.append({"name": "thread_sort_index", "ph": "M", "pid": 0, "tid": i, "args": {"sort_index": i}})
-    return out + _merge_exchange(events)
+    return _header(events, process_name) + [_as_dict(m) for m in _merged(events)]
+
+
+def _json_events(merged: List[list]) -> Iterator[str]:
+    """``json.dumps`` of each ``_as_dict`` (compact separators), formatted directly: a long step has hundreds of
+    thousands of events, and building a dict for each is most of the time the trace takes."""
+    text, number = encode_basestring_ascii, float.__repr__
+    for name, cat, ipu, ts, dur, stage, mb, exchange in merged:
+        args = []
+        if stage >= 0:
+            args.append(f'"stage":{stage}')
+        if mb >= 0:
+            args.append(f'"micro_batch":{mb}')
+        if exchange is not None:
+            args.append(f'"exchange_us":{number(exchange)}')
+        yield (f'{{"name":{text(name)},"cat":{text(cat)},"ph":"X","pid":0,"tid":{ipu},"ts":{number(ts)},'
+               f'"dur":{number(dur)},"args":{{{",".join(args)}}}}}')
 
 
 def write_trace(events: Iterable[Event], path: Union[str, Path], title: str = "ipuexp step") -> Path:
-    """Write the trace JSON of one step to ``path`` (gzip-compressed when it ends in ``.gz``)."""
-    path = Path(path)
-    doc = {"traceEvents": trace_events(events, title), "displayTimeUnit": "ms",
-           "otherData": {"generator": "ipuexp", "title": title}}
-    data = json.dumps(doc, separators=(",", ":")).encode()
+    """Write the trace JSON of one step to ``path`` (gzip-compressed when it ends in ``.gz``): the text
+    ``json.dumps`` writes for ``{"traceEvents": trace_events(...), "displayTimeUnit": "ms", "otherData": ...}``."""
+    path, events = Path(path), list(events)
+    dump = functools.partial(json.dumps, separators=(",", ":"))
+    head = [dump(d) for d in _header(events, title)]
+    tail = dump({"generator": "ipuexp", "title": title})
+    data = ('{"traceEvents":[' + ",".join(itertools.chain(head, _json_events(_merged(events))))
+            + f'],"displayTimeUnit":"ms","otherData":{tail}}}').encode()
     path.write_bytes(gzip.compress(data, compresslevel=6) if path.suffix == ".gz" else data)
     return path
 
