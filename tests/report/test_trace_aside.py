@@ -36,3 +36,16 @@ def test_a_child_that_fails_is_made_good_in_this_process(tmp_path, monkeypatch):
     monkeypatch.setattr(trace, "write_trace", fails_in_child)
     path = write_trace_aside(evs, tmp_path / "t.json", title="toy")()
     assert path.read_bytes() == real(evs, tmp_path / "ref.json", title="toy").read_bytes()
+
+
+def test_the_trace_is_the_text_json_writes_for_its_events(tmp_path):
+    """``write_trace`` formats each event itself: the bytes are ``json.dumps`` of the trace document."""
+    import json
+
+    evs = events(40) + [trace.Event(0, "weight update \"é\"", "weight_update", 0.25, 1e-3)]
+    title = "BERT «toy»"
+    doc = {"traceEvents": trace.trace_events(evs, title), "displayTimeUnit": "ms",
+           "otherData": {"generator": "ipuexp", "title": title}}
+    assert any("exchange_us" in e.get("args", {}) for e in doc["traceEvents"])
+    written = write_trace(evs, tmp_path / "t.json", title=title).read_bytes()
+    assert written == json.dumps(doc, separators=(",", ":")).encode()
