@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any, Dict, Optional
 
 from ipuexp.graph import types
 from ipuexp.graph.types import BlockCapture, Graph, OpRecord, TensorInfo
+from ipuexp.models.flags_cache import default_cache_dir, module_file
 from ipuexp.models.hf_source import HF, fingerprint, resolve
 from ipuexp.models.spec import ModelNode
 
@@ -24,23 +24,15 @@ _MODEL_FIELDS = ("name", "size", "sequence_length", "image_size", "num_layers", 
 _PACKAGE = Path(__file__).resolve().parent.parent
 
 
-def default_cache_dir() -> Path:
-    """``IPUEXP_CACHE_DIR`` if set, else ``~/.cache/ipuexp``."""
-    return Path(os.environ.get("IPUEXP_CACHE_DIR") or "~/.cache/ipuexp").expanduser()
 
 
 def _source_digest(target: Optional[str]) -> str:
     """Hash of the code a capture depends on: the zoo, the capture itself, and a custom model's module."""
     h = hashlib.sha256()
     files = sorted((_PACKAGE / "models").glob("*.py")) + sorted((_PACKAGE / "graph").glob("*.py"))
-    if target:
-        module = target.partition(":")[0] if ":" in target else target.rpartition(".")[0]
-        try:
-            spec = importlib.util.find_spec(module)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is not None and spec.origin and os.path.isfile(spec.origin):
-            files.append(Path(spec.origin))
+    own = module_file(target)
+    if own is not None:
+        files.append(own)
     for f in files:
         h.update(f.name.encode())
         h.update(f.read_bytes())

@@ -131,14 +131,22 @@ plan's thousands of candidates) while the model stays the same."""
 
 
 def _layer_flags(model_cfg: ModelNode) -> Tuple[bool, ...]:
-    """``is_layer`` of each block of a custom or Transformers model, built once per configuration."""
+    """``is_layer`` of each block of a custom or Transformers model, built once per configuration (and kept on disk,
+``models.flags_cache``, so a later process with a warm capture cache imports neither torch nor Transformers)."""
     key = _model_key(model_cfg)
     flags = _FLAGS.get(key)
     if flags is None:
-        import torch
+        from ipuexp.models.flags_cache import layer_flags
 
-        with torch.device("meta"):
-            flags = _FLAGS[key] = tuple(b.is_layer for b in build_model(model_cfg).blocks)
+        def build() -> Tuple[bool, ...]:
+            import torch
+
+            with torch.device("meta"):
+                return tuple(b.is_layer for b in build_model(model_cfg).blocks)
+
+        name = str(getattr(model_cfg, "name", ""))
+        target = str(getattr(model_cfg, "target", "") or "") if name == CUSTOM else None
+        flags = _FLAGS[key] = layer_flags(key, target, name == HF, build)
     return flags
 
 

@@ -32,11 +32,12 @@ def test_bad_hf_values_are_one_line(overrides, message):
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
-def test_the_rule_table_builds_a_transformers_model_once_per_configuration(compose_config, monkeypatch):
+def test_the_rule_table_builds_a_transformers_model_once_per_configuration(compose_config, monkeypatch, tmp_path):
     # A plan checks thousands of configurations of one model: its blocks are found once, not on every check.
     import ipuexp.models as models
     from ipuexp.config.validate import validate
 
+    monkeypatch.setenv("IPUEXP_CACHE_DIR", str(tmp_path))
     built = []
     real = models.build_model
     monkeypatch.setattr(models, "build_model", lambda cfg: built.append(1) or real(cfg))
@@ -50,3 +51,28 @@ def test_the_rule_table_builds_a_transformers_model_once_per_configuration(compo
                             "options.pipeline.layers_per_ipu=[2,2,2,2]", "options.gradient_accumulation=64"])
     validate(other)
     assert len(built) == 2  # another configuration is another model
+
+
+def test_a_later_process_reads_the_layer_blocks_from_disk(compose_config, monkeypatch, tmp_path):
+    # A warm capture cache needs no torch: the layer blocks of a Transformers model are kept beside the captures,
+    # under a key of its configuration and the model code, and read back without building the model.
+    import ipuexp.models as models
+    from ipuexp.config.validate import validate
+
+    monkeypatch.setenv("IPUEXP_CACHE_DIR", str(tmp_path))
+    built = []
+    real = models.build_model
+    monkeypatch.setattr(models, "build_model", lambda cfg: built.append(1) or real(cfg))
+    monkeypatch.setattr(models, "_FLAGS", {})
+    cfg = compose_config(["model=hf", "model.hf.config=bert-base-uncased",
+                          "options.pipeline.layers_per_ipu=[3,3,3,3]", "options.gradient_accumulation=64"])
+    validate(cfg)
+    stored = list((tmp_path / "layer-flags").glob("*.json"))
+    assert len(built) == 1 and len(stored) == 1
+    monkeypatch.setattr(models, "_FLAGS", {})  # a new process
+    validate(cfg)
+    assert len(built) == 1
+    stored[0].write_text("not json")  # a damaged entry is built again and rewritten
+    monkeypatch.setattr(models, "_FLAGS", {})
+    validate(cfg)
+    assert len(built) == 2 and stored[0].read_text().startswith("[")
