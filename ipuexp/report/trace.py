@@ -11,8 +11,6 @@ import functools
 import gzip
 import itertools
 import json
-import os
-import signal
 from json.encoder import encode_basestring_ascii
 from operator import attrgetter
 from pathlib import Path
@@ -97,34 +95,18 @@ def write_trace(events: Iterable[Event], path: Union[str, Path], title: str = "i
 
 def write_trace_aside(events: Iterable[Event], path: Union[str, Path], title: str = "ipuexp step"
                       ) -> Callable[[bool], Path]:
-    """Start ``write_trace`` in a forked process, so the caller draws its charts on the other core meanwhile.
+    """Start ``write_trace`` in a forked process (``report.aside``), so the caller draws its charts on the other core
+    meanwhile.
 
     Returns ``join(check=True)``: it waits for the child and returns the path; where the child could not write the
     file (or no fork is available), ``join`` writes it in this process, so the file is the same either way."""
+    from ipuexp.report.aside import start_aside
+
     path, events = Path(path), list(events)
-    pid = 0
-    if hasattr(os, "fork"):
-        try:
-            pid = os.fork()
-        except OSError:
-            pid = -1
-        if pid == 0:  # the child: write, then leave without running the parent's exit handlers
-            code = 1
-            try:
-                for sig in (signal.SIGINT, signal.SIGTERM):
-                    signal.signal(sig, signal.SIG_DFL)
-                write_trace(events, path, title)
-                code = 0
-            finally:
-                os._exit(code)
+    joined = start_aside(lambda: write_trace(events, path, title))
 
     def join(check: bool = True) -> Path:
-        ok = False
-        if pid > 0:
-            _, status = os.waitpid(pid, 0)
-            ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-        if check and not ok:
-            write_trace(events, path, title)
+        joined(check)
         return path
 
     return join

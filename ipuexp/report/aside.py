@@ -1,0 +1,44 @@
+"""Work done in a forked process while the caller goes on: the files a run writes besides its answer (the Gantt and
+memory charts, the trace) take seconds of matplotlib and JSON, which the other core can spend while this process
+opens the run's MLflow store or writes the trace.
+
+A child that fails (or a platform without ``fork``) changes nothing but where the work runs: ``join`` does it in
+this process, so the files are the same either way.
+"""
+from __future__ import annotations
+
+import os
+import signal
+from typing import Callable
+
+
+def start_aside(work: Callable[[], object]) -> Callable[..., bool]:
+    """Start ``work()`` in a forked process. Returns ``join(check=True)``: it waits for the child and, where the child
+    did not finish ``work`` (or could not be forked), runs it in this process when ``check`` (returns whether the
+    child did it)."""
+    pid = 0
+    if hasattr(os, "fork"):
+        try:
+            pid = os.fork()
+        except OSError:
+            pid = -1
+        if pid == 0:  # the child: work, then leave without running the parent's exit handlers
+            code = 1
+            try:
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    signal.signal(sig, signal.SIG_DFL)
+                work()
+                code = 0
+            finally:
+                os._exit(code)
+
+    def join(check: bool = True) -> bool:
+        ok = False
+        if pid > 0:
+            _, status = os.waitpid(pid, 0)
+            ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        if check and not ok:
+            work()
+        return ok
+
+    return join
