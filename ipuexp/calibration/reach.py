@@ -11,6 +11,7 @@ that no row reaches is *extrapolated*.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -97,9 +98,15 @@ def unreached(rows: Sequence[Residual]) -> List[Residual]:
 def extrapolation_floor(rows: Sequence[Residual]) -> Tuple[float, List[Residual]]:
     """The band an extrapolated prediction gets at least: the largest leave-one-out error (percent) of the fitted
     rows that lie outside the others' reach, and those rows."""
-    fitted = [r for r in rows if r.fitted]
-    outside = unreached(fitted)
-    return (max((abs(r.loo_error_pct) for r in outside), default=0.0), outside)
+    floor, outside = _floor(tuple(rows))
+    return floor, list(outside)
+
+
+@functools.lru_cache(maxsize=64)
+def _floor(rows: Tuple[Residual, ...]) -> Tuple[float, Tuple[Residual, ...]]:
+    # The rows' own geometry, the same for every configuration a planner or a sweep asks about: found once.
+    outside = unreached([r for r in rows if r.fitted])
+    return (max((abs(r.loo_error_pct) for r in outside), default=0.0), tuple(outside))
 
 
 def _fmt(axis: str, value: float) -> str:
