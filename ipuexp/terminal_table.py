@@ -22,8 +22,10 @@ the column's width. A text column gives up room down to :data:`MIN_TEXT` charact
 
 **Too wide: records.** When even the narrowest layout (figures whole, headers folded as far as the rule allows,
 text columns at :data:`MIN_TEXT`) is wider than the terminal, the table becomes a list of records: for each row,
-the cell of its name column as a heading line, then one indented ``header: value`` line per other column, each
-line within the width.
+the cell of its name column as a heading line (after the column's header when it is a figure: ``IPU 3``), then one
+indented ``header: value`` line per other column (empty cells left out), each line within the width.
+
+**Alignment.** Figures right, text left, unless a column says otherwise.
 
 Between columns there are :data:`GAP` spaces, under the headers a rule; trailing spaces are dropped. The output is
 plain text; row and cell styles (rich style names) colour it on a terminal only, never in a pipe or a file.
@@ -35,7 +37,7 @@ import re
 import sys
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 DEFAULT_WIDTH = 80
 """The width when standard output is not a terminal and ``$COLUMNS`` is not set."""
@@ -48,7 +50,7 @@ RULE = "─"
 INDENT = "  "
 """Indent of a record's ``header: value`` lines."""
 
-_NUMBER = re.compile(r"^[(\[]?[+\-−±~≈<>]*(\d[\d,]*(\.\d+)?|\.\d+)([eE][+\-]?\d+)?(%|x|×|k|K|M|G|T)?"
+_NUMBER = re.compile(r"^[(\[]?[+\-−±~≈<>]*((\d{1,3}(,\d{3})+|\d+)(\.\d+)?|\.\d+)([eE][+\-]?\d+)?(%|x|×|k|K|M|G|T)?"
                      r"(\.\.[+\-]?\d[\d,.]*(%)?)?[)\]]?[,;:]?$")
 """A number as ipuexp prints one: ``1,234.5``, ``+4.1``, ``±15%``, ``(92%)``, ``3.2e-05``, ``1.5..2.5``."""
 UNITS = frozenset({"B", "KiB", "MiB", "GiB", "TiB", "kB", "MB", "GB", "TB", "%", "s", "ms", "us", "µs", "ns", "h",
@@ -139,20 +141,32 @@ def _tokens(text: str) -> List[Tuple[str, bool]]:
 
 
 def widest_figure(text: str) -> int:
-    """The width of the widest figure (number with its unit) in ``text``: what a text column must leave it."""
-    return max((cells(t) for line in text.split("\n") for t, whole in _tokens(line) if whole), default=0)
+    """The width of the widest figure in ``text`` (a number with its unit, or the number an override sets:
+    ``2048`` of ``gradient_accumulation=2048``): what a text column must leave it."""
+    widths = [cells(t) if whole else cells(t.rsplit("=", 1)[-1]) if "=" in t and _number(t.rsplit("=", 1)[-1])
+              else 0 for line in text.split("\n") for t, whole in _tokens(line)]
+    return max(widths, default=0)
 
 
 def _pieces(token: str, separators: str) -> List[str]:
-    """``token`` cut after each of its ``separators`` (never between two digits: ``0.5`` stays whole)."""
+    """``token`` cut after each of its ``separators``, never inside a number (``0.5``, ``1,234``; a list such as
+    ``0,1,2`` is cut after its commas)."""
     out, cur = [], ""
     for n, c in enumerate(token):
         cur += c
-        between_digits = 0 < n < len(token) - 1 and token[n - 1].isdigit() and token[n + 1].isdigit()
-        if c in separators and not between_digits and n < len(token) - 1:
+        if c in separators and n < len(token) - 1 and not _inside_number(token, n):
             out.append(cur)
             cur = ""
     return out + [cur] if cur else out
+
+
+def _inside_number(token: str, n: int) -> bool:
+    """Whether ``token[n]`` is a decimal point or a thousands separator."""
+    if not (0 < n < len(token) - 1 and token[n - 1].isdigit() and token[n + 1].isdigit()):
+        return False
+    if token[n] != ",":
+        return True
+    return bool(re.match(r"\d{3}(?!\d)", token[n + 1:]))
 
 
 def fold(text: str, width: int, later: Optional[int] = None) -> List[str]:
@@ -227,6 +241,9 @@ class Column:
     abbreviation: Optional[str] = None
     """What the header may shrink to when a word of it is wider than the narrowest layout allows (``GA``); a legend
     under the table then spells it out."""
+    align: Optional[str] = None
+    """``left`` or ``right``; None: figures right, text left (a text column of figures with notes, such as
+    ``16,423 (±9%) * (does not fit)``, may fold and still align right)."""
 
 
 def _text(cell: Cell) -> str:
@@ -251,6 +268,8 @@ class _Shape:
     header: str
     figure: bool
     abbreviation: Optional[str]
+    right: bool
+    """Right-aligned."""
     natural: int
     """Widest line of its cells."""
     least: int
@@ -310,7 +329,8 @@ class Table:
             natural = max((cells(line) for t in texts for line in t.split("\n")), default=0)
             least = natural if figure else max(min(natural, MIN_TEXT), max((widest_figure(t) for t in texts),
                                                                               default=0))
-            shapes.append(_Shape(" ".join(col.header.split()), figure, col.abbreviation, natural, least))
+            right = figure if col.align is None else col.align == "right"
+            shapes.append(_Shape(" ".join(col.header.split()), figure, col.abbreviation, right, natural, least))
         return shapes
 
     def widths(self, width: int) -> Optional[List[int]]:
@@ -325,20 +345,25 @@ class Table:
         out = [s.need(level) for s in shapes]
         order = [n for n, s in enumerate(shapes) if s.figure] + [n for n, s in enumerate(shapes) if not s.figure]
 
-        def grow(targets: List[int], columns: Iterable[int], even: bool) -> None:
-            columns = [n for n in columns]
+        def whole(targets: List[int]) -> None:
+            """Each column, cheapest first (figures first among equals), to its target when the room left allows
+            it all."""
+            for n in sorted(order, key=lambda n: targets[n] - out[n]):
+                if out[n] < targets[n] <= out[n] + room - sum(out):
+                    out[n] = targets[n]
+
+        def even(targets: List[int], columns: List[int]) -> None:
+            """The columns a character at a time, in turn, towards their targets."""
             while sum(out) < room:
                 below = [n for n in columns if out[n] < targets[n]]
                 if not below:
                     return
-                for n in below if even else below[:1]:
-                    if sum(out) >= room:
-                        return
-                    out[n] += 1 if even else min(targets[n] - out[n], room - sum(out))
+                for n in below[:room - sum(out)]:
+                    out[n] += 1
 
-        grow([s.need(1) for s in shapes], order, even=False)  # headers folded at spaces only
-        grow([max(s.natural, s.need(1)) for s in shapes], [n for n in order if not shapes[n].figure], even=True)
-        grow([max(s.natural, s.need(0)) for s in shapes], order, even=False)  # headers on one line
+        whole([s.need(1) for s in shapes])  # headers folded at spaces only
+        even([max(s.natural, s.need(1)) for s in shapes], [n for n in order if not shapes[n].figure])
+        whole([max(s.natural, s.need(0)) for s in shapes])  # headers on one line
         return out
 
     def lines(self, width: Optional[int] = None) -> List[List[Segment]]:
@@ -382,7 +407,7 @@ class Table:
             pad = " " * max(w - cells(text), 0)
             if n:
                 line.append((" " * GAP, style))
-            if s.figure:
+            if s.right:
                 line += [(pad, style), (text, cell_style or style)]
             else:
                 line += [(text, cell_style or style), (pad, style)]
@@ -395,7 +420,11 @@ class Table:
         styles = list(self.styles or []) + [None] * len(self.rows)
         for row, style in zip(self.rows, styles):
             heading = _text(row[self.name]) if 0 <= self.name < len(row) else ""
-            out += [[(line, _style(row[self.name]) or style)] for line in fold(heading or "-", width)]
+            heads = fold(heading or "-", width)
+            if heading and shapes[self.name].figure:  # a number alone says little: "IPU 3", "# 7"
+                named = f"{shapes[self.name].header} {heading}"
+                heads = [named] if cells(named) <= width else fold(shapes[self.name].header, width) + [heading]
+            out += [[(line, _style(row[self.name]) or style)] for line in heads]
             for n, (cell, s) in enumerate(zip(row, shapes)):
                 value = _text(cell)
                 if n == self.name or not value:

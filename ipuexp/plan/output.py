@@ -63,11 +63,11 @@ def row(o: Outcome, recipe: Candidate) -> Dict[str, Any]:
 
 
 def wrapped(text: str, width: int, indent: int) -> str:
-    """``text`` broken between words to ``width`` columns, continuation lines indented by ``indent``."""
-    import textwrap
+    """``text`` broken between words to ``width`` columns, indented by ``indent`` and its continuation lines by 4
+    more; figures stay whole (:func:`ipuexp.terminal_table.wrap`)."""
+    from ipuexp.terminal_table import wrap
 
-    return "\n".join(textwrap.wrap(text, width=max(width, indent + 20), initial_indent=" " * indent,
-                                    subsequent_indent=" " * (indent + 4), break_on_hyphens=False))
+    return wrap(text, max(width, indent + 20), indent=indent, subsequent=4)
 
 
 def structure_text(c: Candidate) -> str:
@@ -82,10 +82,9 @@ def changes_text(c: Candidate, recipe: Candidate) -> str:
 def print_plan(plan: Plan, top: List[Outcome], rejected: List[Outcome], console: Any = None) -> None:
     """The summary, the table of the baseline and the best (figures only), what each changes, why the closest
     rejected candidates were rejected; every line within the terminal's width."""
-    from rich.console import Console
-    from rich.table import Table
+    from ipuexp.terminal_table import Column, Table, terminal_console
 
-    console = console or Console()
+    console = console or terminal_console()
     width = console.width
     st = plan.result.stats
     p = plan.problem
@@ -105,9 +104,12 @@ def print_plan(plan: Plan, top: List[Outcome], rejected: List[Outcome], console:
     by_lower = plan.settings.rank == "lower"
     title = ("Configurations that fit, by the lower end of their band" if by_lower
              else "Fastest configurations that fit")
-    table = Table(title=title, title_justify="left")
-    for col in ("#", "samples/s", "at worst", "replicas x IPUs", "fullest tile (free)", "fullest IPU (free)"):
-        table.add_column(col, justify="right")
+    # The fullest tile's and IPU's cells (``IPU 7: 591.9 KiB (5%)``) and a throughput with its notes fold between
+    # their figures; each figure stays whole with its unit.
+    table = Table([Column("#", figure=False), Column("samples/s", figure=False, align="right"),
+                   Column("at worst", figure=True), Column("replicas x IPUs", figure=True),
+                   Column("fullest tile (free)", figure=False, align="right"),
+                   Column("fullest IPU (free)", figure=False, align="right")], title=title)
     label = "scaled" if scaled is not None else "recipe"
     shown = [(label, baseline)] + [(str(i), o) for i, o in enumerate(top, 1)]
     for name, o in shown:

@@ -15,29 +15,31 @@ def _si(x: float) -> str:
 
 
 def print_result(result: Result, console: Any = None) -> None:
-    """The run's tables and figures (on ``console``, default the terminal)."""
-    from rich.console import Console
-    from rich.table import Table
+    """The run's tables and figures (on ``console``, default the terminal), laid out by
+    :mod:`ipuexp.terminal_table`."""
     from rich.text import Text
+
+    from ipuexp.terminal_table import Column, Table, terminal_console
 
     m = result.model
     # A recipe run with a model of its own (``model.name=hf``, ``model.name=custom``) names the model too.
     own = not result.recipe or result.recipe.startswith(m.name.replace("-", "_").split("_")[0])
     label = (result.recipe or m.name) if own else f"{result.recipe} with {m.name}"
-    table = Table(title=f"{label}: {m.parameters / 1e6:.1f}M parameters, "
-                        f"{m.flops_per_sample / 1e9:.1f} GFLOPs per sample, {m.num_stages} stages")
-    for col in ("IPU", "stages", "parameters", "fwd FLOPs/mb", "bwd FLOPs/mb", "saved act./mb", "boundary out/mb"):
-        table.add_column(col, justify="right")
     saved = column_unit((ipu.saved_activation_bytes for ipu in m.ipus), largest="MiB")
     sent = column_unit((ipu.boundary_out_bytes for ipu in m.ipus), largest="MiB")
+    # The stages of an IPU are a list (``0,1,2,3``): text that folds after its commas.
+    columns = [Column("IPU", figure=True), Column("stages", figure=False, align="right"),
+               *(Column(h, figure=True) for h in ("parameters", "fwd FLOPs/mb", "bwd FLOPs/mb", "saved act./mb",
+                                                   "boundary out/mb"))]
+    table = Table(columns, title=f"{label}: {m.parameters / 1e6:.1f}M parameters, "
+                                 f"{m.flops_per_sample / 1e9:.1f} GFLOPs per sample, {m.num_stages} stages")
     for ipu in m.ipus:
         table.add_row(str(ipu.ipu), ",".join(map(str, ipu.stages)), _si(ipu.parameters), _si(ipu.fwd_flops),
                       _si(ipu.bwd_flops), human_bytes(ipu.saved_activation_bytes, 1, saved),
                       human_bytes(ipu.boundary_out_bytes, 1, sent))
-    console = console or Console()
+    console = console or terminal_console()
     console.print(table)
     if result.memory is not None:
-        mem = Table(title="Memory per IPU (fullest tile decides)")
         ipus = result.memory.ipus
         # One unit per column (an IPU over 1 GiB next to ones under it still reads in MiB).
         total, always, rest = (column_unit((getattr(i, k) for i in ipus), largest="MiB")
@@ -46,11 +48,9 @@ def print_result(result: Result, console: Any = None) -> None:
                  f"{ipu.total_bytes / max(ipu.capacity_bytes, 1):.0%}", human_bytes(ipu.always_live_bytes, 1, always),
                  human_bytes(ipu.not_always_live_bytes, 1, rest), human_bytes(ipu.max_tile_bytes, 1, "KiB"),
                  str(ipu.max_tile), Text("yes") if ipu.fits else Text("no", style="red")) for ipu in ipus]
-        headers = ("IPU", "total", "of IPU", "always live", "not always live", "fullest tile", "tile", "fits")
-        for n, col in enumerate(headers):  # headers wrap between words on a narrow terminal; figures never do
-            mem.add_column(col, justify="right", min_width=max(len(str(r[n])) for r in rows))
-        for row in rows:
-            mem.add_row(*row)
+        headers = ("IPU", "total", "of IPU", "always live", "not always live", "fullest tile", "tile")
+        mem = Table([*(Column(h, figure=True) for h in headers), Column("fits", figure=False, align="right")], rows,
+                    title="Memory per IPU (fullest tile decides)")
         console.print(mem)
         for line in result.memory.report:
             console.print(line, markup=False)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 from ipuexp.report.option_values import compact
 from ipuexp.units import column_unit, human_bytes
@@ -31,8 +31,6 @@ SHIPPED = "shipped"
 PEAK_MEMORY = "peak_ipu_memory_bytes"
 HEADROOM = "ipu_headroom_bytes"
 """Free memory of the fullest IPU: with its peak, the capacity of one IPU."""
-LONG_CELL = 24
-"""Swept values up to this long keep one line of the console table; longer ones (paths) may fold."""
 NOT_OPTIONS = ("tracking.", "runner.", "hydra.", "engine.cache_dir")
 """Parameters that vary between runs without changing what they compute: never an axis of the report."""
 
@@ -276,15 +274,15 @@ def write_csv(sweep: Sweep, path: Path) -> Path:
 
 
 def print_table(sweep: Sweep, console: Any = None) -> None:
-    """The table on the console (rich) within the terminal's width, the Pareto points numbered as in
-    ``pareto.png``. The figures keep their full width; the swept values share what is left (``_widths``)."""
+    """The table on the console within the terminal's width (:mod:`ipuexp.terminal_table`), the Pareto points
+    numbered as in ``pareto.png``. Figures keep their full width; swept values that are text fold; a swept key of
+    several words may shrink to its initials (a legend spells them out) rather than turn the table into records."""
     import pandas as pd
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
     from rich.text import Text
 
-    console = console or Console()
+    from ipuexp.terminal_table import Column, Table, terminal_console
+
+    console = console or terminal_console()
     df = table(sweep)
     numbers = pareto_numbers(sweep.points)
     short = [k.rsplit(".", 1)[-1] for k in sweep.options]
@@ -306,25 +304,18 @@ def print_table(sweep: Sweep, console: Any = None) -> None:
         seqs = ["-" if pd.isna(row["sequences_per_s"]) else f"{row['sequences_per_s']:,.1f}"] if packed else []
         rows.append(([row["run"]] if names else []) + [_fmt(row[k]) for k in sweep.options]
                     + [fits, tput, *seqs, mem, pareto])
-    samples = f"samples/s\n(+-{bands.pop():.0f}%)" if one_band else "samples/s"
-    figures = ["fits", samples, *(["sequences/s"] if packed else []), "peak IPU\nmemory", "Pareto"]
-    headers = [h.replace("_", " ") for h in [*names, *short]] + figures
-    kept = len(headers) - len(figures)
-    fixed = [max([len(line) for line in h.split("\n")] + [len(str(r[n])) for r in rows])
-             for n, h in enumerate(headers) if n >= kept]
-    given = headers[:kept]
-    widths, headers[:kept] = _widths(given, [[str(r[n]) for r in rows] for n in range(kept)],
-                                     console.width - (2 * len(headers) - 1) - sum(fixed))
-    caption = ", ".join(f"{new}: {key}" for old, new, key in zip(given, headers, [*names, *sweep.options])
-                        if new != old)  # the initials a narrow terminal gave some headers
-    # No vertical rules and no edges: two characters between columns leave more of a narrow terminal to the values.
-    t = Table(title=f"{sweep.experiment}: {len(df)} configurations, swept: {', '.join(sweep.options) or 'nothing'}",
-              caption=caption or None, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
-    for n, (h, w) in enumerate(zip(headers, widths + fixed)):
-        t.add_column(h, justify="right", width=w, overflow="fold", no_wrap=n >= kept)
-    for r in rows:
-        t.add_row(*r)
-    console.print(t)
+    samples = f"samples/s (+-{bands.pop():.0f}%)" if one_band else "samples/s"
+    # A swept value is right-aligned as the figures are; a list or a name folds after its separators.
+    headers = [h.replace("_", " ") for h in [*names, *short]]
+    initials = [_abbreviation(h) if len(h.split()) > 1 else None for h in headers]
+    swept = [Column(h, figure=all(_single_figure(str(r[n])) for r in rows), align="right",
+                    abbreviation=a if initials.count(a) == 1 and a not in headers else None)
+             for n, (h, a) in enumerate(zip(headers, initials))]
+    columns = swept + [Column("fits", figure=False, align="right"), Column(samples, figure=True),
+                       *([Column("sequences/s", figure=True)] if packed else []),
+                       Column("peak IPU memory", figure=True), Column("Pareto", figure=True)]
+    Table(columns, rows, title=f"{sweep.experiment}: {len(df)} configurations, swept: "
+                               f"{', '.join(sweep.options) or 'nothing'}").print(console)
 
 
 def _abbreviation(header: str) -> str:
@@ -332,43 +323,12 @@ def _abbreviation(header: str) -> str:
     return "".join(w[0] for w in header.split()).upper()
 
 
-def _widths(headers: List[str], cells: List[List[str]], room: int) -> Tuple[List[int], List[str]]:
-    """Widths and headers of the swept-value columns within ``room`` characters. Each value keeps one line (up
-    to LONG_CELL); a header whose words do not fit becomes its initials, widest first; when the values alone are
-    too wide for the room, the widest fold."""
-    longest = [max(len(c) for c in col) if col else 1 for col in cells]
-    uncut = [max(v, len(h)) for v, h in zip(longest, headers)]
-    if sum(uncut) <= room:  # room for every value and header on one line
-        return uncut, list(headers)
-    values = [min(v, LONG_CELL) for v in longest]
-    headers = list(headers)
-    whole = [max(v, len(h)) for v, h in zip(values, headers)]
-    if sum(whole) <= room:  # every header on one line
-        return _spread(whole, longest, room), headers
+def _single_figure(value: str) -> bool:
+    """A swept value that is one number (``2048``, ``0.25``) or missing: a figure, never folded; a list or a name
+    is text."""
+    from ipuexp.terminal_table import is_figure
 
-    def need(n: int) -> int:
-        return max(values[n], *(len(w) for w in headers[n].split()))
-
-    while sum(need(n) for n in range(len(headers))) > room:
-        full = [n for n in range(len(headers)) if " " in headers[n] and need(n) > values[n]]
-        if not full:
-            break
-        n = max(full, key=lambda n: need(n) - values[n])
-        headers[n] = _abbreviation(headers[n])
-    widths = [need(n) for n in range(len(headers))]
-    while sum(widths) > room and max(widths) > 1:  # the values must fold: the widest column gives way first
-        widths[widths.index(max(widths))] -= 1
-    widths = _spread(widths, longest, room)
-    headers = [h if max(len(x) for x in h.split()) <= w else _abbreviation(h) for h, w in zip(headers, widths)]
-    return widths, headers
-
-
-def _spread(widths: List[int], longest: List[int], room: int) -> List[int]:
-    """``widths`` with the room they leave given to the columns whose longest value would fold, in order."""
-    out = list(widths)
-    for n in range(len(out)):
-        out[n] += max(0, min(longest[n] - out[n], room - sum(out)))
-    return out
+    return value == "-" or (len(value.split()) == 1 and bool(is_figure(value)))
 
 
 def _fmt(value: Any) -> str:

@@ -183,10 +183,10 @@ def headline(outcomes: Sequence[Outcome]) -> str:
     return f"{c[DONE]} done, {c[FAILED]} failed, {c[OOM]} out of memory{skipped}"
 
 
-def render(outcomes: Sequence[Outcome], top: Optional[Outcome] = None, width: Optional[int] = None) -> Any:
-    """A rich Table of the sweep, one row per point, ``top`` (default: :func:`best`) highlighted. Within ``width``
-    (the console's) the headers fold onto more lines; no value is cut (``_shrunk_widths``)."""
-    from rich.table import Table
+def render(outcomes: Sequence[Outcome], top: Optional[Outcome] = None) -> Any:
+    """A table of the sweep (:mod:`ipuexp.terminal_table`: it fits the console it is printed on), one row per
+    point, ``top`` (default: :func:`best`) highlighted on a terminal."""
+    from ipuexp.terminal_table import Column, Table
 
     keys = varying(outcomes)
     show_tput = any(o.samples_per_s is not None for o in outcomes)
@@ -209,65 +209,15 @@ def render(outcomes: Sequence[Outcome], top: Optional[Outcome] = None, width: Op
             row.append(_value(o.result))
         rows.append(row)
         styles.append("bold green" if o is top else {FAILED: "red", OOM: "yellow", SKIPPED: "dim"}.get(o.status))
-    # A key's words (underscores as spaces) wrap in a narrow column rather than break mid-word.
-    headers = (["#"] + [(k.split(".")[-1] if _unique_tail(keys, k) else k).replace("_", " ") for k in keys] + ["status"]
-               + ["samples/s"] * show_tput + ["step s"] * show_step + ["max IPU memory"] * show_mem
-               + ["result"] * show_value)
-    fixed = _shrunk_widths(headers, rows, len(keys), width)
-    if fixed is None:  # no table this narrow keeps every value whole: a line per point, as many rows as it takes
-        return _as_lines(headers, rows, styles, width or 80)
-    table = Table()
-    for n, header in enumerate(headers):
-        table.add_column(header, justify="left" if header in ("status", "result") else "right", overflow="fold",
-                         width=fixed.get(n))
-    for row, style in zip(rows, styles):
-        table.add_row(*row, style=style)
-    return table
-
-
-def _shrunk_widths(headers: Sequence[str], rows: Sequence[Sequence[str]], keys: int,
-                   width: Optional[int]) -> Optional[Dict[int, int]]:
-    """Column widths for a table wider than ``width``, by column; none when it fits as it is, None when it cannot
-    fit without cutting a value. Columns 1 to ``keys`` hold
-    swept values, the others figures. A figure's column keeps its widest value (its header wraps between words
-    when it must); a swept value's column its widest value, and its long key folds. What room is left goes to
-    the headers, figures first. rich left to itself shrinks the widest columns evenly, cutting values short."""
-    natural = [max([len(h)] + [len(r[n]) for r in rows]) for n, h in enumerate(headers)]
-    room = (width or 0) - (3 * len(headers) + 1)  # less the borders and padding
-    if width is None or sum(natural) <= room:
-        return {}
-    widest = [max([1] + [len(r[n]) for r in rows]) for n in range(len(headers))]
-    out = [max(widest[n], max(len(w) for w in h.split())) if not 1 <= n <= keys else widest[n]
-           for n, h in enumerate(headers)]
-    if sum(out) > room:
-        return None
-    figures_first = [n for n in range(len(headers)) if not 1 <= n <= keys] + list(range(1, keys + 1))
-    spare = room - sum(out)
-    while spare > 0 and any(out[n] < natural[n] for n in figures_first):
-        for n in figures_first:
-            if spare > 0 and out[n] < natural[n]:
-                out[n] += 1
-                spare -= 1
-    return dict(enumerate(out))
-
-
-def _as_lines(headers: Sequence[str], rows: Sequence[Sequence[str]], styles: Sequence[Optional[str]],
-              width: int) -> Any:
-    """The table's rows as ``#1 schedule=grouped status=done samples/s=3,531.6 ...``, each ``label=value`` whole,
-    wrapped within ``width``."""
-    from rich.text import Text
-
-    out = Text()
-    for row, style in zip(rows, styles):
-        lines = [f"#{row[0]}"]
-        for item in (f"{h}={v}" for h, v in zip(headers[1:], row[1:]) if v):
-            if len(lines[-1]) + 1 + len(item) > width:
-                lines.append("    " + item)
-            else:
-                lines[-1] += " " + item
-        out.append("\n".join(lines) + "\n", style=style or "")
-    out.rstrip()
-    return out
+    # A key's words (underscores as spaces) fold in a narrow column rather than break mid-word; swept values are
+    # right-aligned, and fold only when they are text.
+    keyed = [Column((k.split(".")[-1] if _unique_tail(keys, k) else k).replace("_", " "), align="right",
+                    figure=None if all(len(r[n + 1].split()) <= 1 for r in rows) else False)
+             for n, k in enumerate(keys)]
+    columns = ([Column("#", figure=True)] + keyed + [Column("status", figure=False)]
+               + [Column("samples/s", figure=True)] * show_tput + [Column("step s", figure=True)] * show_step
+               + [Column("max IPU memory", figure=True)] * show_mem + [Column("result", figure=False)] * show_value)
+    return Table(columns, rows, styles=styles)
 
 
 def _unique_tail(keys: Sequence[str], key: str) -> bool:
@@ -301,11 +251,11 @@ def print_summary(outcomes: Sequence[Outcome], title: str = "Sweep", timing: str
                   top: Optional[Outcome] = None, source: str = "", notes: Sequence[str] = ()) -> None:
     """Headline, table, best fitting point (``top``, default :func:`best`; ``source`` says where it is recorded),
     the sweeper's ``notes``, where the failed jobs' tracebacks are, and where the time went, all within the
-    console's width: the table
-    folds long keys, the lines break between words (a long path or value stays whole on a line of its own)."""
-    from rich.console import Console
+    console's width (:mod:`ipuexp.terminal_table`): the table folds long keys, or becomes a record per point;
+    the lines break between words (a long path or value stays whole on a line of its own)."""
+    from ipuexp.terminal_table import terminal_console
 
-    console = Console()
+    console = terminal_console()
     width = console.width
 
     def say(text: str) -> None:
@@ -314,7 +264,7 @@ def print_summary(outcomes: Sequence[Outcome], title: str = "Sweep", timing: str
 
     say(f"{title}: {headline(outcomes)}")
     if outcomes:
-        console.print(render(outcomes, top, width))
+        console.print(render(outcomes, top))
     top = top if top is not None else best(outcomes)
     if top is not None:
         say(best_line(top, source))

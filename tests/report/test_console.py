@@ -37,5 +37,30 @@ def test_memory_table_fits_80_columns(capsys, monkeypatch):
     print_result(Result(recipe="bert_large", model=model, fits=False, memory=MemoryFigures(fits=False, ipus=ipus)))
     lines = capsys.readouterr().out.splitlines()
     assert max(len(line) for line in lines) <= 80
-    row = next(line for line in lines if line.startswith("│   3 "))
+    row = next(line for line in lines if line.startswith("  3 "))
     assert all(f in row for f in ("1,100.0 MiB", "600.0 MiB", "500.0 MiB", "765.2 KiB", "4416", "no"))
+
+
+def test_the_run_tables_at_80_columns_to_a_pipe_keep_every_figure_whole(capsys, monkeypatch):
+    """Both tables of a run (model and memory), 80 columns, output to a pipe: no line over 80 characters, every
+    figure whole, no terminal codes."""
+    monkeypatch.setenv("COLUMNS", "80")
+    capacity = 1472 * 624 * KIB
+    ipus = [IPUMemory(ipu=i, capacity_bytes=capacity, total_bytes=int((700 + 150 * i) * MIB),
+                      always_live_bytes=int(445.2 * MIB), not_always_live_bytes=int((255 + 150 * i) * MIB),
+                      max_tile_bytes=int((700 + 150 * i) * MIB) // 1472, max_tile=1472 * i, fits=i < 2)
+            for i in range(4)]
+    model = ModelFigures(name="bert_large", parameters=336_000_000, flops_per_sample=2.4e11,
+                         fwd_flops_per_sample=8e10, bwd_flops_per_sample=1.6e11, num_stages=26, ipus_per_replica=4,
+                         capture_seconds=0.1,
+                         ipus=[IPUModelFigures(ipu=i, stages=list(range(7 * i, min(7 * i + 7, 26))), blocks=[],
+                                               parameters=88_170_000, fwd_flops=1.8415e11, bwd_flops=3.6829e11,
+                                               saved_activation_bytes=int(308.1 * MIB),
+                                               boundary_out_bytes=14 * MIB) for i in range(4)])
+    print_result(Result(recipe="bert_large", model=model, fits=False, memory=MemoryFigures(fits=False, ipus=ipus)))
+    out = capsys.readouterr().out
+    assert "\x1b[" not in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    for figure in ("88.17 M", "184.15 G", "368.29 G", "308.1 MiB", "14.0 MiB", "700.0 MiB", "1,150.0 MiB",
+                   "445.2 MiB", "705.0 MiB", "487.0 KiB", "4416", "0,1,2,3,4,5,6", "21,22,23,24,25"):
+        assert figure in out, figure

@@ -72,11 +72,41 @@ def test_table_fits_the_terminal_and_keeps_every_figure():
     assert "[0.15, 0.25 x3]" in text and "accumulation" in text and "GA:" not in text  # whole headers
     narrow = Console(record=True, width=64)
     print_table(sweep, narrow)
-    assert "GA: options.gradient_accumulation" in narrow.export_text()  # initials, and what they stand for
+    assert "GA: gradient accumulation" in narrow.export_text()  # initials, and what they stand for
     assert "1,024.0 MiB" in text  # the 1 GiB run reads in the column's unit
     front = pareto_front(pts)
     rows = {line.split()[-1]: line for line in text.splitlines() if line.strip() and line.split()[-1].isdigit()}
     assert sorted(rows, key=int) == [str(n) for n in range(1, len(front) + 1)]  # the Pareto points, numbered
+
+
+def test_an_88_row_sweep_at_80_columns_to_a_pipe_is_a_line_per_row(monkeypatch, capsys):
+    """88 configurations, 80 columns, output to a pipe: a line per configuration, every line within 80 characters,
+    every figure and swept value whole (GA 2048 is not split), each header word whole and no two alike."""
+    monkeypatch.setenv("COLUMNS", "80")
+    amp = ["0.2", "[0.2, 0.4, 0.4, 0.4]"]
+    pts = [_run(f"r{n}", {"options.gradient_accumulation": str(ga), "options.device_iterations": str(di),
+                          "data.micro_batch_size": str(mbs), "options.available_memory_proportion": a,
+                          "model.mode": mode}, "s1", tput=1000.0 + 37.3 * n, mem=(700 + 3 * n) * 2**20)
+           for n, (ga, di, mbs, a, mode) in enumerate(
+               (ga, di, mbs, a, mode) for ga in (16, 64, 512, 2048) for di in (1, 16) for mbs in (1, 8, 16)
+               for a in amp for mode in ("pipeline", "all"))][:88]
+    pts += [_run(f"x{n}", {"options.gradient_accumulation": "100", "model.mode": "none"}, "s1", tput=900.0 - n,
+                 mem=2**30) for n in range(88 - len(pts))]
+    print_table(Sweep("bert_large", pts, options=swept_options(pts)))
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert "\x1b[" not in out and max(len(line) for line in lines) <= 80
+    rule = next(n for n, line in enumerate(lines) if line.startswith("─"))
+    legend = " ".join(lines[rule + 1 + len(pts):])  # one line per configuration, then what initials stand for
+    assert legend.startswith("GA: gradient accumulation")
+    last = lines[rule - 1].split()  # each column's last header line
+    assert len(last) == 9 and len(set(last)) == 9  # no two columns headed alike
+    headers = " ".join(line for line in lines[:rule] if "swept:" not in line and "," not in line).split()
+    words = set(headers + legend.replace(";", " ").replace(":", " ").split())
+    assert {"accumulation", "iterations", "batch", "size", "proportion", "mode", "memory"} <= words
+    for p, line in zip(sorted(pts, key=lambda p: -p.throughput), lines[rule + 1:]):
+        assert f"{p.throughput:,.1f}" in line and f"{p.peak_memory / 2**20:,.1f} MiB" in line
+        assert f" {p.params['options.gradient_accumulation']} " in f" {line} "
 
 
 def test_runs_read_back_give_the_table_and_the_front(log_sweep, db_uri):

@@ -64,8 +64,9 @@ def test_print(outcomes: List[summary.Outcome], capsys: pytest.CaptureFixture) -
     flat = " ".join(out.split())  # lines break between words to fit the terminal
     assert "Best fitting point: #3 +recipe=r options.gradient_accumulation=4 (200.0 samples/s)" in flat
     assert "#2 failed: ValueError: bad (traceback in /x/3/job.log)" in flat
-    lines = [ln for ln in out.splitlines() if "│" in ln]
-    assert [ln.split("│")[1].strip() for ln in lines] == ["1", "3", "0", "2"]  # rows in throughput order
+    lines = out.splitlines()
+    rule = next(n for n, ln in enumerate(lines) if ln.startswith("─"))
+    assert [ln.split()[0] for ln in lines[rule + 1:rule + 5]] == ["1", "3", "0", "2"]  # rows in throughput order
     assert "150%" in out and "out of memory" in out
 
 
@@ -119,13 +120,16 @@ def test_table_fits_the_terminal_and_keeps_every_figure(columns: int, monkeypatc
     # Every line within the width but the best point's (whole, to be copied; a failure's would be too).
     assert all(len(ln) <= columns for ln in lines)
     assert "…" not in "\n".join(lines)
-    table = [ln for ln in lines if ln[:1] in "┏┃┡│└"]
-    assert bool(table) == (columns >= 80)  # narrower than its narrowest form: a line per point instead
-    rows = " ".join(table) if table else " ".join(lines)
+    table = any(ln.startswith("─") for ln in lines)
+    assert table == (columns >= 80)  # narrower than its narrowest form: a record per point instead
+    rows = " ".join(lines)
     for o in outs:  # each row's figures whole
         assert f"{o.samples_per_s:,.1f}" in rows
     assert "out of memory" in rows and "150%" in rows
     assert "0.2058" in rows  # a swept value, rounded, not folded
+    for i in range(6):  # every swept number whole (GA 16384 not split), every memory figure with its %
+        assert f" {512 * 2 ** i} " in f" {rows} " and "90%" in rows
+    assert "\x1b[" not in "\n".join(lines)  # a pipe gets plain text
 
 
 def test_the_sweepers_best_point_is_the_one_shown(outcomes: List[summary.Outcome],
