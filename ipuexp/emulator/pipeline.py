@@ -98,8 +98,6 @@ class _Simulator:
         self._quiet: Dict[int, Tuple[float, Dict[int, Dict[str, float]]]] = {}
         """Cycles run from time 0 without events (a pure function of the cycle): each is run once."""
         self._parts: Optional[Tuple[Dict[int, Tuple], Dict[int, Tuple]]] = None
-        self._by_passes: Dict[Tuple[int, ...], Tuple[float, Dict[int, Dict[str, float]]]] = {}
-        """Quiet cycles by the passes they run (their slots' identities: the simulator holds its slots)."""
 
     def active(self, c: int) -> List[Tuple[Slot, int]]:
         return active(self.slots, c, self.spec.micro_batches)
@@ -161,30 +159,19 @@ class _Simulator:
         return fwd, bwd
 
     def _quiet_cycle(self, c: int) -> Tuple[float, Dict[int, Dict[str, float]]]:
-        # Without events a cycle's time depends only on which passes it runs (not on their micro-batches), and a
-        # pipeline's cycles run a handful of distinct sets of passes: each set is run once.
-        passes = self.active(c)
-        key = tuple(id(slot) for slot, _ in passes)
-        got = self._by_passes.get(key)
-        if got is None:
-            got = self._by_passes[key] = self._cycle(passes, 0.0, None)
-        return got
+        return self.fast_cycle(c, 0.0, None)
 
     def fast_cycle(self, c: int, t0: float, events: Optional[List[Event]]
                    ) -> Tuple[float, Dict[int, Dict[str, float]]]:
         """``cycle`` from tables built once per simulation: the same sums in the same order (so the same floats) and
         the same events."""
-        return self._cycle(self.active(c), t0, events)
-
-    def _cycle(self, passes: List[Tuple[Slot, int]], t0: float, events: Optional[List[Event]]
-               ) -> Tuple[float, Dict[int, Dict[str, float]]]:
         if self._parts is None:
             self._parts = self._passes()
         fwd, bwd = self._parts
         busy = {i: dict.fromkeys(CATEGORIES, 0.0) for i in self.ipus}
         clock = dict.fromkeys(self.ipus, t0)
         sent = dict.fromkeys(self.ipus, 0.0)
-        for slot, mb in passes:
+        for slot, mb in self.active(c):
             stage = slot.stage
             ipu, parts, send = (fwd if slot.phase == FWD else bwd)[stage]
             own, t = busy[ipu], clock[ipu]
