@@ -137,8 +137,8 @@ def check_optimiser(cfg: ConfigNode, overrides: List[str]) -> None:
         return
     from hydra.utils import instantiate
 
-    from ipuexp.runner.optuna_checks import check_sampler, check_settings
-    from ipuexp.runner.optuna_space import directions, grid, space
+    from ipuexp.sweeps.optuna_checks import check_sampler, check_settings
+    from ipuexp.sweeps.optuna_space import directions, grid, space
 
     check_settings(sweeper)
     directions(list(sweeper.objectives), sweeper.direction)
@@ -207,7 +207,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     except Exception as err:
         from hydra.errors import CompactHydraException
 
-        from ipuexp.runner.optuna_results import NoTrialCompleted
+        from ipuexp.sweeps.optuna_results import NoTrialCompleted
 
         # A study without a completed trial, or a failed trial it stops on (hydra.sweeper.max_failure_rate): its
         # one line, as Hydra prints it.

@@ -294,8 +294,8 @@ def sweep_return(outcome: Result | Skipped) -> Result | Skipped | Objective:
 
 def _kept(objective: Objective) -> Objective:
     """``objective.json`` in the job's folder: what the job returns to the sweeper, kept where a study resumed after
-    its driver was killed finds it (``ipuexp.runner.optuna_study``), so a finished job is not evaluated twice."""
-    from ipuexp.runner.optuna_study import OBJECTIVE_FILE
+    its driver was killed finds it (``ipuexp.sweeps.optuna_study``), so a finished job is not evaluated twice."""
+    from ipuexp.sweeps.optuna_study import OBJECTIVE_FILE
 
     try:
         Path(OBJECTIVE_FILE).write_text(json.dumps({"value": float(objective), "metrics": objective.metrics}))

@@ -44,7 +44,7 @@ def _run(args, site: Path, cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_installed_package_runs_from_an_unrelated_directory(installed, tmp_path):
-    where = _run(["-c", "import ipuexp, hydra_plugins.ipuexp_ray_launcher as l; print(ipuexp.__file__, l.__file__)"],
+    where = _run(["-c", "import ipuexp, hydra_plugins.ipuexp as l; print(ipuexp.__file__, l.__file__)"],
                  installed, tmp_path)
     assert where.returncode == 0, where.stderr
     assert all(path.startswith(str(installed)) for path in where.stdout.split()), where.stdout

@@ -2,8 +2,8 @@
 
 Recipes written by ``python -m ipuexp.recipes import`` and ``python -m ipuexp.plan --write-recipe`` go to
 ``./recipes/NAME.yaml`` (or ``$IPUEXP_RECIPE_DIR``). Hydra finds them through the ``ipuexp-recipes://`` config
-source (``hydra_plugins/ipuexp_recipes``), after the package's own recipes, so a packaged name cannot be shadowed:
-writing one is refused instead.
+source (``hydra_plugins/ipuexp/recipes_source.py``), after the package's own recipes, so a packaged name cannot be
+shadowed: writing one is refused instead.
 """
 from __future__ import annotations
 

@@ -21,11 +21,11 @@ def no_ray_address(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def test_registered_config() -> None:
     from hydra.core.config_store import ConfigStore
 
-    import hydra_plugins.ipuexp_ray_launcher.config  # noqa: F401  (registers hydra/launcher: ipuexp)
+    import hydra_plugins.ipuexp.config  # noqa: F401  (registers hydra/launcher: ipuexp)
     from ipuexp.runner.placement import IN_PROCESS_BELOW
 
     node = ConfigStore.instance().load("hydra/launcher/ipuexp.yaml").node
-    assert node._target_ == "hydra_plugins.ipuexp_ray_launcher.ray_launcher.RayLauncher"
+    assert node._target_ == "hydra_plugins.ipuexp.ray_launcher.RayLauncher"
     assert node.in_process_below == IN_PROCESS_BELOW
     assert ConfigStore.instance().load("hydra/launcher/ray.yaml").node.in_process_below == 0
 

@@ -192,10 +192,10 @@ def test_sweeper_defaults() -> None:
     from hydra.plugins.sweeper import Sweeper
 
     from ipuexp.__main__ import preflight
-    from ipuexp.runner.optuna_space import directions
+    from ipuexp.sweeps.optuna_space import directions
 
     sweeper = preflight(["hydra/sweeper=optuna", "+recipe=bert_base"]).hydra.sweeper
-    target = "hydra_plugins.ipuexp_ray_launcher.optuna_sweeper.OptunaSweeper"
+    target = "hydra_plugins.ipuexp.optuna_sweeper.OptunaSweeper"
     assert sweeper._target_ == target
     assert list(sweeper.objectives) == ["throughput_samples_per_s"] and sweeper.max_failure_rate == 1.0
     assert directions(sweeper.objectives, sweeper.direction) == ["maximize"]

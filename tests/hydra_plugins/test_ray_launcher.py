@@ -11,7 +11,7 @@ from hydra.plugins.launcher import Launcher
 from hydra.test_utils.launcher_common_tests import IntegrationTestSuite, LauncherTestSuite
 from hydra.test_utils.test_utils import TSweepRunner, chdir_plugin_root  # noqa: F401
 
-from hydra_plugins.ipuexp_ray_launcher.ray_launcher import RayLauncher
+from hydra_plugins.ipuexp.ray_launcher import RayLauncher
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_cluster")]
 
@@ -25,10 +25,10 @@ def test_discovery() -> None:
 def test_registered_config() -> None:
     from hydra.core.config_store import ConfigStore
 
-    import hydra_plugins.ipuexp_ray_launcher.config  # noqa: F401  (registers hydra/launcher: ray)
+    import hydra_plugins.ipuexp.config  # noqa: F401  (registers hydra/launcher: ray)
 
     node = ConfigStore.instance().load("hydra/launcher/ray.yaml").node
-    assert node._target_ == "hydra_plugins.ipuexp_ray_launcher.ray_launcher.RayLauncher"
+    assert node._target_ == "hydra_plugins.ipuexp.ray_launcher.RayLauncher"
     assert node.max_retries >= 0 and node.log_to_driver is False
 
 

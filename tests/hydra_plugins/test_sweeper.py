@@ -7,11 +7,11 @@ from ipuexp.config.compose import compose_config
 
 def test_default_sweeper_is_the_preflight_sweeper():
     cfg = compose_config(["+recipe=bert_large"], return_hydra_config=True)
-    assert cfg.hydra.sweeper._target_ == "hydra_plugins.ipuexp_ray_launcher.sweeper.PreflightSweeper"
+    assert cfg.hydra.sweeper._target_ == "hydra_plugins.ipuexp.sweeper.PreflightSweeper"
 
 
 def test_batches_are_not_composed_before_launch():
-    from hydra_plugins.ipuexp_ray_launcher.sweeper import PreflightSweeper
+    from hydra_plugins.ipuexp.sweeper import PreflightSweeper
 
     class Loader:
         calls = 0

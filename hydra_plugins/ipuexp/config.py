@@ -16,7 +16,7 @@ from ipuexp.runner.placement import IN_PROCESS_BELOW
 
 @dataclass
 class RayLauncherConf:
-    _target_: str = "hydra_plugins.ipuexp_ray_launcher.ray_launcher.RayLauncher"
+    _target_: str = "hydra_plugins.ipuexp.ray_launcher.RayLauncher"
     address: Optional[str] = "${oc.select:runner.ray.address,null}"
     """None: a new local Ray (or RAY_ADDRESS); 'auto', 'host:port' or 'ray://host:10001': join that cluster."""
     num_cpus: Optional[int] = "${oc.select:runner.ray.num_cpus,null}"  # type: ignore[assignment]
@@ -44,7 +44,7 @@ class RayLauncherConf:
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="ray", node=RayLauncherConf,
-                             provider="ipuexp_ray_launcher")
+                             provider="ipuexp")
 
 
 @dataclass
@@ -56,17 +56,17 @@ class IpuexpLauncherConf(RayLauncherConf):
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="ipuexp", node=IpuexpLauncherConf,
-                             provider="ipuexp_ray_launcher")
+                             provider="ipuexp")
 
 
 @dataclass
 class PreflightSweeperConf:
     """Hydra's basic sweeper settings (``max_batch_size``, ``params``) for ``sweeper.PreflightSweeper``."""
 
-    _target_: str = "hydra_plugins.ipuexp_ray_launcher.sweeper.PreflightSweeper"
+    _target_: str = "hydra_plugins.ipuexp.sweeper.PreflightSweeper"
     max_batch_size: Optional[int] = None
     params: Optional[Dict[str, str]] = None
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="ipuexp", node=PreflightSweeperConf,
-                             provider="ipuexp_ray_launcher")
+                             provider="ipuexp")

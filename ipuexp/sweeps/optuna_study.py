@@ -1,5 +1,5 @@
 """The study of ipuexp's Optuna sweeper (``hydra/sweeper=optuna``; the plugin class is
-``hydra_plugins.ipuexp_ray_launcher.optuna_sweeper``, since Hydra instantiates plugins from ``hydra_plugins`` only).
+``hydra_plugins.ipuexp.optuna_sweeper``, since Hydra instantiates plugins from ``hydra_plugins`` only).
 
 Optuna is asked for ``n_jobs`` trials at a time; they run as one batch of the launcher, and each job's run metrics
 (``ipuexp.result.Objective.metrics``) give the trial its objective values. A configuration that does not fit fails
@@ -18,8 +18,8 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
-from ipuexp.runner import optuna_results
-from ipuexp.runner.optuna_space import Space, directions, grid, space
+from ipuexp.sweeps import optuna_results
+from ipuexp.sweeps.optuna_space import Space, directions, grid, space
 from ipuexp.runner.tally import Tallied, Tally, show_summary
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def run_study(sweeper: Any, arguments: List[str]) -> None:
     ``hydra.sweeper.params`` and ``arguments``, then write its results and print the sweep's summary."""
     import optuna
 
-    from ipuexp.runner.optuna_checks import check_settings
+    from ipuexp.sweeps.optuna_checks import check_settings
 
     _plain_optuna_logging()
     check_settings(sweeper)
@@ -100,7 +100,7 @@ def _sampler(sampler: Any, trial_space: Space, n_trials: int, before: int) -> Tu
     the study will have: the grid sampler gets the space's grid and at most as many trials as it has points."""
     from optuna.samplers import GridSampler
 
-    from ipuexp.runner.optuna_checks import check_sampler
+    from ipuexp.sweeps.optuna_checks import check_sampler
 
     if not isinstance(sampler, functools.partial):  # built already (a sampler config without _partial_)
         return sampler, n_trials

@@ -1,16 +1,14 @@
-"""ipuexp's Optuna sweeper settings, registered as ``hydra/sweeper: optuna`` with its samplers as
-``hydra/sweeper/sampler: tpe | random | grid | nsgaii | qmc | gp | bruteforce``.
+"""ipuexp's Optuna sweeper settings, registered (by ``hydra_plugins.ipuexp.optuna_sweeper``) as ``hydra/sweeper:
+optuna`` with its samplers as ``hydra/sweeper/sampler: tpe | random | grid | nsgaii | qmc | gp | bruteforce``.
 
 The settings keep hydra-optuna-sweeper's names (``sampler``, ``direction``, ``storage``, ``study_name``,
 ``n_trials``, ``n_jobs``, ``max_failure_rate``, ``params``, ``custom_search_space``) on current Optuna; what
 ipuexp adds is ``objectives``, the run metrics a trial is judged by.
 """
-# No "from __future__ import annotations": Hydra executes plugin modules outside sys.modules, where dataclasses
-# cannot resolve string annotations.
+# No "from __future__ import annotations": Hydra's ConfigStore reads these dataclasses' annotations as types.
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 
@@ -96,7 +94,7 @@ class BruteForceSamplerConf(SamplerConf):
 
 @dataclass
 class OptunaSweeperConf:
-    _target_: str = "hydra_plugins.ipuexp_ray_launcher.optuna_sweeper.OptunaSweeper"
+    _target_: str = "hydra_plugins.ipuexp.optuna_sweeper.OptunaSweeper"
     defaults: List[Any] = field(default_factory=lambda: [{"sampler": "tpe"}])
     sampler: SamplerConf = MISSING
     """The Optuna sampler (``hydra/sweeper/sampler=...``)."""
@@ -125,9 +123,6 @@ class OptunaSweeperConf:
     """Dotted path of a callable ``(config, optuna.trial.Trial) -> None`` that suggests more parameters."""
 
 
-_STORE = ConfigStore.instance()
-_STORE.store(group="hydra/sweeper", name="optuna", node=OptunaSweeperConf, provider="ipuexp")
-for _name, _node in {"tpe": TPESamplerConf, "random": RandomSamplerConf, "grid": GridSamplerConf,
-                     "nsgaii": NSGAIISamplerConf, "qmc": QMCSamplerConf, "gp": GPSamplerConf,
-                     "bruteforce": BruteForceSamplerConf}.items():
-    _STORE.store(group="hydra/sweeper/sampler", name=_name, node=_node, provider="ipuexp")
+SAMPLERS = {"tpe": TPESamplerConf, "random": RandomSamplerConf, "grid": GridSamplerConf, "nsgaii": NSGAIISamplerConf,
+            "qmc": QMCSamplerConf, "gp": GPSamplerConf, "bruteforce": BruteForceSamplerConf}
+"""The samplers by their ``hydra/sweeper/sampler`` name."""

@@ -1,8 +1,13 @@
-"""ipuexp's Optuna sweeper (``hydra/sweeper=optuna``): Hydra's sweeper plugin API on current Optuna. The study
-itself, its storage and its summary are ``ipuexp.runner.optuna_study``; Optuna is imported when the sweep starts."""
+"""ipuexp's Optuna sweeper (``hydra/sweeper=optuna``): Hydra's sweeper plugin API on current Optuna, and its settings
+(``ipuexp.sweeps.optuna_config``) registered as ``hydra/sweeper: optuna`` and ``hydra/sweeper/sampler: NAME``. The
+study itself, its storage and its summary are ``ipuexp.sweeps.optuna_study``; Optuna is imported when the sweep
+starts."""
 from typing import Any, List, Optional
 
+from hydra.core.config_store import ConfigStore
 from hydra.plugins.sweeper import Sweeper
+
+from ipuexp.sweeps.optuna_config import SAMPLERS, OptunaSweeperConf
 
 
 class OptunaSweeper(Sweeper):
@@ -26,6 +31,12 @@ class OptunaSweeper(Sweeper):
                                                                 task_function=task_function)
 
     def sweep(self, arguments: List[str]) -> None:
-        from ipuexp.runner.optuna_study import run_study
+        from ipuexp.sweeps.optuna_study import run_study
 
         run_study(self, arguments)
+
+
+_STORE = ConfigStore.instance()
+_STORE.store(group="hydra/sweeper", name="optuna", node=OptunaSweeperConf, provider="ipuexp")
+for _name, _node in SAMPLERS.items():
+    _STORE.store(group="hydra/sweeper/sampler", name=_name, node=_node, provider="ipuexp")

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import pytest
 
 from ipuexp.config.errors import ConfigError
-from ipuexp.runner.optuna_checks import check_settings
-from ipuexp.runner.optuna_space import space
+from ipuexp.sweeps.optuna_checks import check_settings
+from ipuexp.sweeps.optuna_space import space
 
 GOOD = dict(n_trials=4, n_jobs=2, max_failure_rate=0.5, storage=None, custom_search_space=None)
 
@@ -77,7 +77,7 @@ def test_a_sampler_setting_optuna_refuses_is_one_line_naming_it():
 
     from optuna.samplers import GridSampler, NSGAIISampler, QMCSampler
 
-    from ipuexp.runner.optuna_checks import check_sampler
+    from ipuexp.sweeps.optuna_checks import check_sampler
 
     with pytest.raises(ConfigError, match=r"^hydra\.sweeper\.sampler\.population_size=1 is invalid: allowed: "):
         check_sampler(functools.partial(NSGAIISampler, population_size=1))

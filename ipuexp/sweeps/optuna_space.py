@@ -44,7 +44,7 @@ def _distribution(override: Any) -> Any:
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
     from ipuexp.config.errors import ConfigError
-    from ipuexp.runner.optuna_checks import check_interval, check_steps
+    from ipuexp.sweeps.optuna_checks import check_interval, check_steps
 
     if not override.is_sweep_override():
         return override.get_value_element_as_str()

@@ -12,9 +12,10 @@ from optuna.trial import TrialState
 
 from ipuexp.config.errors import ConfigError
 from ipuexp.result import Objective
-from ipuexp.runner import optuna_results, optuna_study, summary
+from ipuexp.runner import summary
+from ipuexp.sweeps import optuna_results, optuna_study
 from ipuexp.runner.errors import DoesNotFit, SweepReturn
-from ipuexp.runner.optuna_space import directions, grid, space
+from ipuexp.sweeps.optuna_space import directions, grid, space
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
