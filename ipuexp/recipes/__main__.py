@@ -69,13 +69,28 @@ def _optimum_draft(path: Path, args: argparse.Namespace, locator: str):
     return draft
 
 
+def _resolve(file: str) -> Tuple[Path, Optional[str]]:
+    """The file to read and, for a file not here that ipuexp ships a copy of, that copy's public locator."""
+    path = Path(file)
+    if path.exists():
+        return path, None
+    from ipuexp.importers.shipped import shipped_copy
+
+    found = shipped_copy(file)
+    if found is None:
+        return path, None
+    copy, locator = found
+    print(f"ipuexp.recipes: {file} is not here: reading ipuexp's copy of {locator}", file=sys.stderr)
+    return copy, locator
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     from ipuexp.importers import read
     from ipuexp.importers.recipe import write
 
     file, config = _split(args.spec)
-    path = Path(file)
-    locator = args.source or _public_locator(path) or file
+    path, shipped = _resolve(file)
+    locator = args.source or shipped or _public_locator(path) or file
     if path.suffix == ".json" and args.base:
         draft = _optimum_draft(path, args, locator)
     else:
@@ -117,7 +132,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     from ipuexp.importers import names
 
-    for name in names(args.file):
+    for name in names(_resolve(args.file)[0]):
         print(name)
     return 0
 
