@@ -168,31 +168,39 @@ class _Simulator:
         if self._parts is None:
             self._parts = self._passes()
         fwd, bwd = self._parts
-        busy = {i: dict.fromkeys(CATEGORIES, 0.0) for i in self.ipus}
-        clock = dict.fromkeys(self.ipus, t0)
-        sent = dict.fromkeys(self.ipus, 0.0)
+        # Only what a cycle touches is held (an IPU's categories start at 0.0 when first added to, so every sum is
+        # the one a full table of zeros gives, in the same order).
+        busy: Dict[int, Dict[str, float]] = {}
+        clock: Dict[int, float] = {}
+        sent: Dict[int, float] = {}
         for slot, mb in self.active(c):
             stage = slot.stage
             ipu, parts, send = (fwd if slot.phase == FWD else bwd)[stage]
-            own, t = busy[ipu], clock[ipu]
+            own = busy.get(ipu)
+            if own is None:
+                own = busy[ipu] = {}
+            t = clock.get(ipu, t0)
             if events is None:
                 for category, seconds, _, _, _ in parts:
-                    own[category] += seconds
+                    own[category] = own.get(category, 0.0) + seconds
                     t += seconds
             else:
                 for category, seconds, before, after, kind in parts:
-                    own[category] += seconds
+                    own[category] = own.get(category, 0.0) + seconds
                     events.append(Event(ipu, f"{before}{mb}{after}", kind, t, seconds, stage, mb))
                     t += seconds
             clock[ipu] = t
             if send is not None:
-                sent[ipu] += send
-        end = max(clock.values())
+                sent[ipu] = sent.get(ipu, 0.0) + send
+        end = max(clock.values(), default=t0)
         if self.multi_ipu:
             spec = self.spec
-            barrier = spec.sync_s + max(sent.values()) / spec.link_bytes_per_s
+            barrier = spec.sync_s + max(sent.values(), default=0.0) / spec.link_bytes_per_s
             for i in self.ipus:
-                busy[i]["exchange"] += barrier
+                own = busy.get(i)
+                if own is None:
+                    own = busy[i] = {}
+                own["exchange"] = own.get("exchange", 0.0) + barrier
                 if events is not None and barrier > 0:
                     events.append(Event(i, "sync + inter-IPU copy", "exchange", end, barrier))
             end += barrier
