@@ -79,8 +79,10 @@ def connect(settings: RaySettings) -> str:
     except Exception as exc:  # ConnectionError, ValueError (bad address or sizes), RuntimeError
         first = " ".join(str(exc).split())[:300]
         if address:
-            hint = ("; if the cluster uses token authentication, set RAY_AUTH_MODE=token and give this machine its "
-                    "token (RAY_AUTH_TOKEN or ~/.ray/auth_token)") if not os.environ.get("RAY_AUTH_MODE") else ""
+            hint = ("; a cluster with token authentication (ray start --head turns it on when the head has "
+                    "~/.ray/auth_token) needs RAY_AUTH_MODE=token here and its token: RAY_AUTH_TOKEN=(ray "
+                    "get-auth-token on the head) or the head's ~/.ray/auth_token"
+                    ) if os.environ.get("RAY_AUTH_MODE", "").lower() != "token" else ""
             raise ClusterError(f"runner.ray.address={address!r}: cannot join the Ray cluster ({first}){hint}") from exc
         raise ClusterError(f"cannot start a local Ray (num_cpus={settings.num_cpus}, object_store_memory="
                            f"{settings.object_store_memory}): {first}") from exc
