@@ -38,6 +38,7 @@ pipelined (multi-stage) graphs (``poptorch.Options``: RecomputationType::Pipelin
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import List, Tuple
 
@@ -124,6 +125,7 @@ def events(schedule: str, num_stages: int, micro_batches: int, training: bool = 
             for sl, mb in active(cycle_slots, c, micro_batches)]
 
 
+@functools.lru_cache(maxsize=4096)
 def stash_depth(schedule: str, stage: int, num_stages: int) -> int:
     """Micro-batches stage ``stage`` holds between its forward and its backward (its stash FIFO depth), counted
     from the slots: the forwards that run before the backward of the same micro-batch, itself included."""
