@@ -5,7 +5,12 @@ on first use so that ``import ipuexp`` (and the command line's start) does not i
 """
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+# matplotlib logs "generated new fontManager" (INFO) the first time it runs for a user, which the job's logging
+# shows: not news about the run. Its warnings still show.
+logging.getLogger("matplotlib.font_manager").setLevel(logging.WARNING)
 
 __all__ = ["Block", "PipelinedModel", "InputSpec"]
 

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from ipuexp.config.types import ConfigNode
 
 EXIT_CONFIG_ERROR = 2
+EXIT_DOES_NOT_FIT = 3
+"""A single run whose configuration does not fit in IPU memory, with ``report.fail_on_oom=true``."""
 
 
 def _is_multirun(argv: List[str]) -> bool:
@@ -233,12 +235,17 @@ def _hydra_entry(argv: List[str]) -> None:
         from ipuexp.tracking.runs import StoreFailed
 
         try:
-            return sweep_return(run_job(cfg))
+            outcome = run_job(cfg)
         except StoreFailed as err:  # a single run: one line naming the store and the result kept on disk
             if HydraConfig.get().mode == RunMode.MULTIRUN:
                 raise  # a sweep's job: a failed point, its line in the sweep's summary
             print(f"ipuexp: {err}", file=sys.stderr)
             raise SystemExit(1) from None
+        # A configuration that does not fit is a result, exit status 0, unless the user asked scripts to be told.
+        if getattr(outcome, "fits", None) is False and cfg.report.get("fail_on_oom", False) \
+                and HydraConfig.get().mode != RunMode.MULTIRUN:
+            raise SystemExit(EXIT_DOES_NOT_FIT)
+        return sweep_return(outcome)
 
     sys.argv = [sys.argv[0]] + argv
     _job()

@@ -12,7 +12,7 @@ from typing import Any, ContextManager, Iterator, List, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from ipuexp.config.schema import ExperimentConfig
-from ipuexp.result import MeasuredFigures, Objective, Result, Skipped
+from ipuexp.result import MeasuredFigures, Objective, Result, RunFigures, Skipped
 
 log = logging.getLogger("ipuexp")
 
@@ -59,7 +59,20 @@ def evaluate(exp: ExperimentConfig, cache_dir: Optional[str] = None, with_events
         throughput.extrapolated = band.extrapolated
     result = Result(recipe=exp.recipe, model=figures, fits=memory.fits, memory=memory, throughput=throughput)
     result.measured = measured_figures(exp, result)
+    result.run = run_figures(exp, plan, graph.model)
     return Evaluation(result=result, liveness=liveness_of(ipu_plans), events=step.events)
+
+
+def run_figures(exp: ExperimentConfig, plan: Any, graph_model: str) -> RunFigures:
+    """What ran, for the console's first line and ``result.json``."""
+    from ipuexp.emulator.position import elements_per_micro_batch
+
+    kind = elements_per_micro_batch(exp.model, graph_model, plan.micro_batch_size)[1]
+    seq = int(exp.model.sequence_length) if kind == "tokens" and exp.model.name != "custom" else None
+    return RunFigures(micro_batch_size=int(plan.micro_batch_size), replicas=int(plan.replicas),
+                      ipus_per_replica=len(plan.ipus), gradient_accumulation=int(exp.options.gradient_accumulation),
+                      device_iterations=int(exp.options.device_iterations), system=str(exp.system.name),
+                      system_ipus=int(exp.system.num_ipus), sequence_length=seq)
 
 
 def measured_figures(exp: ExperimentConfig, result: Result) -> Optional[MeasuredFigures]:

@@ -111,6 +111,41 @@ class MeasuredFigures:
 
 
 @dataclass
+class RunFigures:
+    """What ran: the batch, the replicas and how many of the system's IPUs they use."""
+
+    micro_batch_size: int
+    replicas: int
+    ipus_per_replica: int
+    gradient_accumulation: int
+    device_iterations: int
+    system: str
+    system_ipus: int
+    sequence_length: Optional[int] = None
+    """Tokens per sample (a pack, for packed data); None for a model of images or of the user's own."""
+
+    @property
+    def ipus_used(self) -> int:
+        return self.replicas * self.ipus_per_replica
+
+    @property
+    def global_batch(self) -> int:
+        """Samples per weight update."""
+        return self.micro_batch_size * self.gradient_accumulation * self.replicas
+
+    def idle_remedy(self) -> Optional[str]:
+        """The overrides that put the idle IPUs to work by data parallelism, or None when none idle."""
+        fill = self.system_ipus // max(self.ipus_per_replica, 1)
+        if fill <= self.replicas:
+            return None
+        overrides = f"options.replication_factor={fill}"
+        if (self.gradient_accumulation * self.replicas) % fill == 0:
+            return (f"{overrides} options.gradient_accumulation={self.gradient_accumulation * self.replicas // fill}"
+                    f" uses all {fill * self.ipus_per_replica} IPUs at the same global batch")
+        return f"{overrides} uses all {fill * self.ipus_per_replica} IPUs (the global batch grows {fill / self.replicas:g}x)"
+
+
+@dataclass
 class Result:
     recipe: Optional[str]
     model: ModelFigures
@@ -119,6 +154,7 @@ class Result:
     throughput: Optional[ThroughputFigures] = None
     functional: Optional[FunctionalFigures] = None
     measured: Optional[MeasuredFigures] = None
+    run: Optional[RunFigures] = None
     artifacts: Dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> Dict[str, Any]:

@@ -323,6 +323,9 @@ class ReportConfig:
     charts: Charts = Charts.auto
     """Memory, liveness and Gantt charts and the step trace per run: auto (single runs yes, sweep points no: the
     sweep's summary and report replace them, and a point re-run alone draws them), always or never."""
+    fail_on_oom: bool = False
+    """A single run whose configuration does not fit in IPU memory exits with status 3 instead of 0 (the report and
+    files are written either way; ``result.json``'s ``fits`` says it too)."""
 
 
 

@@ -4,8 +4,9 @@ The first line of each failing IPU is Poplar's own message (IPU optimisation gui
 on tile 0: 876476 bytes used but tiles only have 638976 bytes of memory"), with Poplar's tile numbering (tiles of
 the replica numbered across its IPUs). Remedies are those of IPU optimisation guide section 6.4 (the
 micro-batch, recomputation, the available memory proportion, half partials, offloading, replicated tensor sharding,
-fp16 weights, more IPUs), each with what it would free on the fullest IPU, largest first; one that frees nothing is
-left out. When the remedies together cannot bring an IPU under its capacity, the report says how many IPUs the
+fp16 weights, more IPUs), each with what it would free on the fullest IPU, largest first; one that frees less than a
+tenth of the fullest tile's overflow is left out, and more IPUs are named only when the system has IPUs to spare
+(else: with fewer replicas). When the remedies together cannot bring an IPU under its capacity, the report says how many IPUs the
 model's layers need.
 """
 from __future__ import annotations
@@ -16,6 +17,9 @@ from typing import Dict, List, Sequence, Tuple
 from ipuexp.config.schema import option_value
 from ipuexp.execution.execution import ExecutionPlan
 from ipuexp.units import human_bytes as human
+
+MIN_SHARE_OF_OVERFLOW = 0.1
+"""A remedy is named when it frees at least this share of the fullest tile's overflow there."""
 
 BATCH_CATEGORIES = ("stash", "activations", "temporary", "host_io_buffers")
 """Categories that scale with the micro-batch (IPU optimisation guide section 3.4.4)."""
@@ -135,12 +139,25 @@ def _remedies(failing: Sequence[FailingIPU], plan: ExecutionPlan) -> List[Tuple[
     if str(opts.precision).endswith("32") and weights > 0:
         out.append((weights // 2, f"store weights in fp16, options.precision=16.16 (now {opts.precision}): frees "
                     f"about {human(weights / 2)} (IPU optimisation guide section 6.4.2)"))
-    out = sorted((r for r in out if r[0] > 0), key=lambda r: -r[0])
+    # A remedy worth naming frees, on the fullest tile, a tenth of what that tile is over at least (its saving on
+    # the IPU spread as the fullest tile holds its share of the IPU): one that frees 148 B does not help.
+    worst = max(failing, key=lambda f: f.tile_bytes - f.tile_memory)
+    over = max(worst.tile_bytes - worst.tile_memory, 0)
+    share = worst.tile_bytes / max(sum(worst.breakdown.values()), 1)
+    floor = max(1, MIN_SHARE_OF_OVERFLOW * over / max(share, 1e-12))
+    out = sorted((r for r in out if r[0] >= floor), key=lambda r: -r[0])
     if any(f.io_overflow for f in failing):
         out.insert(0, (0, f"raise options.io.num_io_tiles (now {opts.io.num_io_tiles}): IO tiles must hold a whole "
                        "micro-batch, N_IO ~ 1.05 x micro-batch bytes / tile memory (IPU optimisation guide section "
                        "4.4.2)"))
     layers = ", ".join(f"IPU {f.ipu} holds {f.layers} layers" for f in failing)
-    out.append((0, f"split the model over more IPUs, options.pipeline.layers_per_ipu ({layers}; IPU optimisation "
-                "guide section 6.4)"))
+    used = len(plan.ipus) * plan.replicas
+    system_ipus = int(plan.system.num_ipus)
+    if system_ipus - used >= plan.replicas:  # each replica can take another IPU
+        out.append((0, f"split the model over more IPUs, options.pipeline.layers_per_ipu ({layers}; the system "
+                    f"has {system_ipus - used} of its {system_ipus} IPUs idle; IPU optimisation guide section 6.4)"))
+    elif plan.replicas > 1:
+        out.append((0, f"split the model over more IPUs per replica with fewer replicas (all {system_ipus} IPUs of "
+                    f"{plan.system.name} are in use): options.replication_factor={plan.replicas // 2} and twice the "
+                    f"IPUs in options.pipeline.layers_per_ipu ({layers}; IPU optimisation guide section 6.4)"))
     return out

@@ -80,9 +80,15 @@ def count(stats: SearchStats, o: Outcome) -> None:
 
 
 def progress_bar(total: Optional[int], quiet: bool) -> Any:
+    """The search's progress bar, on a terminal only: a log or a pipe gets no ``\r`` frames (the command's summary
+    says how many candidates it took, and how long)."""
+    import sys
+
     from tqdm import tqdm
 
-    return tqdm(total=total, unit="cand", desc="planning", disable=quiet, dynamic_ncols=True, leave=False)
+    terminal = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
+    return tqdm(total=total, unit="cand", desc="planning", disable=quiet or not terminal, dynamic_ncols=True,
+                leave=False)
 
 
 def show_best(bar: Any, outcomes: Dict[Candidate, Outcome]) -> None:

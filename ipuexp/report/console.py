@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ipuexp.result import Result
+from ipuexp.result import Result, RunFigures
 from ipuexp.units import column_unit, human_bytes
 
 
@@ -12,6 +12,20 @@ def _si(x: float) -> str:
         if abs(x) >= scale:
             return f"{x / scale:.2f} {prefix}"
     return f"{x:.0f}"
+
+
+def run_line(run: RunFigures) -> str:
+    """What ran: the batch, the replicas, and the IPUs used of the system's (with the overrides that use the rest)."""
+    seq = f", sequence length {run.sequence_length}" if run.sequence_length else ""
+    line = (f"Ran: micro-batch {run.micro_batch_size}{seq}, {run.replicas} "
+            f"{'replica' if run.replicas == 1 else 'replicas'} of {run.ipus_per_replica} "
+            f"{'IPU' if run.ipus_per_replica == 1 else 'IPUs'}, gradient accumulation "
+            f"{run.gradient_accumulation}, device iterations {run.device_iterations} (global batch "
+            f"{run.global_batch:,}); IPUs used {run.ipus_used} of {run.system_ipus} ({run.system})")
+    remedy = run.idle_remedy()
+    if remedy:
+        line += f": {run.system_ipus - run.ipus_used} idle; {remedy}"
+    return line
 
 
 def print_result(result: Result, console: Any = None) -> None:
@@ -38,6 +52,8 @@ def print_result(result: Result, console: Any = None) -> None:
                       _si(ipu.bwd_flops), human_bytes(ipu.saved_activation_bytes, 1, saved),
                       human_bytes(ipu.boundary_out_bytes, 1, sent))
     console = console or terminal_console()
+    if result.run is not None:
+        console.print(run_line(result.run), markup=False, highlight=False)
     console.print(table)
     if result.memory is not None:
         ipus = result.memory.ipus

@@ -150,7 +150,15 @@ def client(uri: str) -> Any:
 
 
 def _open_client(uri: str) -> Any:
+    import logging
+
     from mlflow import MlflowClient
+
+    # MLflow logs two INFO lines as it creates a new store's tables ("Creating initial MLflow database tables...",
+    # "Updating database tables"): nothing a user acts on. Set after importing mlflow, whose logging setup resets
+    # the levels of its loggers.
+    for name in ("mlflow.store.db.utils", "alembic.runtime.migration"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
     db = sqlite_path(uri)
     if db is None:
