@@ -46,7 +46,8 @@ def print_result(result: Result, console: Any = None) -> None:
                *(Column(h, figure=True) for h in ("parameters", "fwd FLOPs/mb", "bwd FLOPs/mb", "saved act./mb",
                                                    "boundary out/mb"))]
     table = Table(columns, title=f"{label}: {m.parameters / 1e6:.1f}M parameters, "
-                                 f"{m.flops_per_sample / 1e9:.1f} GFLOPs per sample, {m.num_stages} stages")
+                                 f"{m.flops_per_sample / 1e9:.1f} GFLOPs per sample, {m.num_stages} "
+                                 f"{'stage' if m.num_stages == 1 else 'stages'}")
     for ipu in m.ipus:
         table.add_row(str(ipu.ipu), ",".join(map(str, ipu.stages)), _si(ipu.parameters), _si(ipu.fwd_flops),
                       _si(ipu.bwd_flops), human_bytes(ipu.saved_activation_bytes, 1, saved),
@@ -57,9 +58,9 @@ def print_result(result: Result, console: Any = None) -> None:
     console.print(table)
     if result.memory is not None:
         ipus = result.memory.ipus
-        # One unit per column (an IPU over 1 GiB next to ones under it still reads in MiB).
-        total, always, rest = (column_unit((getattr(i, k) for i in ipus), largest="MiB")
-                               for k in ("total_bytes", "always_live_bytes", "not_always_live_bytes"))
+        # One unit for the three columns that add up (total = always live + not always live), the totals' (an IPU
+        # over 1 GiB next to ones under it still reads in MiB): 725.4 KiB beside MiB columns reads 0.7 MiB.
+        total = always = rest = column_unit((i.total_bytes for i in ipus), largest="MiB")
         rows = [(str(ipu.ipu), human_bytes(ipu.total_bytes, 1, total),
                  f"{ipu.total_bytes / max(ipu.capacity_bytes, 1):.0%}", human_bytes(ipu.always_live_bytes, 1, always),
                  human_bytes(ipu.not_always_live_bytes, 1, rest), human_bytes(ipu.max_tile_bytes, 1, "KiB"),
