@@ -7,8 +7,8 @@ every run reads (this module, ``fitted``, ``band``, ``evidence``, ``reach``, ``u
 the fit and the commands over the engine, above it: ``fit`` (the fit and the held-out refits), ``validate_command``,
 ``validate_report`` and ``validate_notes`` (``python -m ipuexp.validate``: the command, its per-row outcomes and
 statistics, the calibration blocks and plot it writes), ``calibrate_command``, ``measured_runs``, ``refit`` and
-``calibrate_print`` (``python -m ipuexp.calibrate``: the refit on a user's measured runs), ``tables`` (their console
-tables). This module imports nothing of the upper layer.
+``calibrate_print`` (``python -m ipuexp.calibrate``: the refit on a user's measured runs; their tables are laid out
+by ``ipuexp.terminal_table``). This module imports nothing of the upper layer.
 
 These runs are not user recipes: ``python -m ipuexp.validate`` composes them as the ``calibration_run`` config group,
 which only it registers, so ``--help`` lists the user's recipes alone. Sources of every row are in the table's

@@ -92,8 +92,6 @@ def _recipe(name: str) -> Any:
 
 def _calibrate(args: argparse.Namespace, measurements: Sequence[Any], recipes: Sequence[Any], target: Path,
                raw: List[str]) -> int:
-    from rich.console import Console
-
     from ipuexp.calibration import load_rows, unpredicted
     from ipuexp.calibration.user import MeasuredRow, NameTaken, UserCalibration, free_name, save
     from ipuexp.calibration.refit import FitFailed, refit
@@ -101,8 +99,9 @@ def _calibrate(args: argparse.Namespace, measurements: Sequence[Any], recipes: S
     from ipuexp.calibration.fit import FITTED, prepare
     from ipuexp.calibration.measured_runs import prepare as prepare_measured
     from ipuexp.calibration import calibrate_print as show
+    from ipuexp.terminal_table import terminal_console
 
-    console = Console(highlight=False)
+    console = terminal_console(highlight=False)
     cfg = load_config()
     rows = load_rows()
     rows = [r for r in rows if r.id not in {row.id for row, _ in unpredicted(rows)}]

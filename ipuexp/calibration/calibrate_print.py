@@ -1,6 +1,6 @@
 """What ``python -m ipuexp.calibrate`` prints: the measured runs and the shipped rows before and after the refit,
 the constants' shifts, the error bands before and after, the recipes asked for, and where the file went. Every
-table fits the terminal: figures keep their width, row names fold.
+table fits the terminal by the rule of :mod:`ipuexp.terminal_table`: figures stay whole, row names fold.
 """
 from __future__ import annotations
 
@@ -11,7 +11,14 @@ from ipuexp.calibration import Row
 from ipuexp.calibration.band import Point, Residual, error_band, load_residuals
 from ipuexp.calibration.refit import MODES, Refit, bounds_hit
 from ipuexp.calibration.fit import Case, predict
-from ipuexp.calibration.tables import fitted_table
+from ipuexp.terminal_table import Column, Table
+
+
+def _table(console: Any, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """A name column (text that folds) and figures."""
+    Table([Column(headers[0], figure=False), *(Column(h, figure=True) for h in headers[1:])], rows,
+          title=title).print(console)
+
 
 def _pct(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:+.1f}"
@@ -37,8 +44,8 @@ def report(console: Any, result: Refit, residuals: Sequence[Residual], recipes: 
     mine = [[l.case.row.id, f"{l.target:,.0f}", f"{l.before:,.0f}", _pct(l.error(l.before)), f"{l.after:,.0f}",
              _pct(l.error(l.after)), _pct(l.error(l.loo)), _band_text(l.case.row, residuals)]
             for l in result.mine]
-    fitted_table(console, "Measured runs: predicted before and after the refit",
-                  ("run", "measured", "before", "err", "after", "err", "LOO", "band"), mine)
+    _table(console, "Measured runs: predicted before and after the refit",
+           ("run", "measured", "before", "err", "after", "err", "LOO", "band"), mine)
     console.print("samples/s (sequences/s for packed data); err: percent from the measured value; LOO: predicted "
                   "with the constants refitted without the run; band: the new error band", markup=False)
     fitted = result.mode != "measured"
@@ -48,8 +55,8 @@ def report(console: Any, result: Refit, residuals: Sequence[Residual], recipes: 
     shipped = [[l.case.row.id + (" *" if l in unexplained else ""), f"{l.target:,.0f}", _pct(l.error(l.before)),
                 _pct(l.error(l.after)), _pct(None if l in unexplained else shipped_loo.get(l.case.row.id)),
                 _pct(l.error(l.loo) if l.fitted else None)] for l in result.shipped]
-    fitted_table(console, "Shipped calibration rows",
-                  ("row", "published", "before", "after", "LOO before", "LOO after"), shipped)
+    _table(console, "Shipped calibration rows",
+           ("row", "published", "before", "after", "LOO before", "LOO after"), shipped)
     console.print("before, after: error in percent" + ("" if fitted else " (after is held out: the refit did not "
                   "see these rows)") + "; LOO: predicted with the constants refitted without the row, before and "
                   "after; *: not fitted (validate.yaml unexplained)", markup=False)
@@ -78,7 +85,7 @@ def _constants(console: Any, result: Refit) -> None:
         rng = ranges.get(k)
         rows.append([k, f"{before:.4g}", f"{v:.4g}", f"{100 * (v / before - 1):+.1f}%",
                      f"{rng[0]:.4g}..{rng[1]:.4g}" if rng else "-"])
-    fitted_table(console, "Fitted constants", ("constant", "before", "after", "shift", "LOO range"), rows)
+    _table(console, "Fitted constants", ("constant", "before", "after", "shift", "LOO range"), rows)
 
 
 def _bands(console: Any, result: Refit, residuals: Sequence[Residual]) -> None:
@@ -130,8 +137,8 @@ def _recipes(console: Any, result: Refit, residuals: Sequence[Residual], recipes
         b0, b1 = _band(row, None, case.point), _band(row, residuals, case.point)
         rows.append([row.id, f"{before:,.0f}", "-" if b0 is None else f"±{b0:.0f}%", f"{after:,.0f}",
                      "-" if b1 is None else f"±{b1:.0f}%", f"{100 * (after / before - 1):+.1f}%"])
-    fitted_table(console, "Recipes: predicted samples/s before and after",
-                  ("recipe", "before", "band", "after", "band", "change"), rows)
+    _table(console, "Recipes: predicted samples/s before and after",
+           ("recipe", "before", "band", "after", "band", "change"), rows)
 
 
 def written(console: Any, path: Any, name: str, recipes: Sequence[Any]) -> None:

@@ -24,7 +24,6 @@ from ipuexp.calibration import CALIBRATION_DIR, load_rows, unpredicted
 from ipuexp.calibration.fit import FITTED, MODES, fit, held_out_modes, predict, prepare, rounded
 from ipuexp.calibration.validate_notes import calibration_block, plot, priors, write_block
 from ipuexp.calibration.validate_report import Outcome, Report
-from ipuexp.calibration.tables import fitted_table
 
 GENERATIONS = ("mk1", "mk2", "bow")
 
@@ -123,16 +122,18 @@ def _pct(value: Optional[float]) -> str:
 
 
 def print_report(report: Report, cfg: ValidateConfig) -> None:
-    from rich.console import Console
+    from ipuexp.terminal_table import Column, Table, terminal_console
 
     rows = []
     for o in report.outcomes:
         band = "-" if o.band is None else f"±{o.band:.0f}%" + ("" if o.in_band is None else " ✓" if o.in_band else " ✗")
         rows.append((o.row.id + (" *" if o.unexplained else ""), f"{o.predicted:,.0f}", f"{o.row.published:,.0f}",
                      _pct(o.error), *(_pct(o.mode_error(m)) for m in MODES[1:]), band))
-    console = Console()
-    fitted_table(console, "Predicted vs published training throughput",
-                 ("row", "pred", "publ", "error", "LOO", "LOFO", "LOSO", "band"), rows, min_name=16)
+    console = terminal_console()
+    # Row names fold; the figures, the band with its ✓ or ✗ included, stay whole (ipuexp.terminal_table).
+    Table([Column("row", figure=False), *(Column(h, figure=True) for h in ("pred", "publ", "error", "LOO", "LOFO",
+                                                                            "LOSO", "band"))],
+          rows, title="Predicted vs published training throughput").print(console)
     console.print("pred, publ: predicted and published samples/s (sequences/s for a packed row); error: in sample, %; LOO, LOFO, LOSO: predicted with the constants refitted without the row, its "
                   "family, its system size, %; band: the LOO error band, ✓ when the published value is inside it; "
                   "*: not fitted (why below)")

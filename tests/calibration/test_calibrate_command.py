@@ -195,3 +195,31 @@ def test_command_line_errors_exit_2_without_writing(tmp_path, monkeypatch, capsy
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 4 and all(line.startswith("ipuexp.calibrate: ") for line in err)
     assert "exists; --overwrite replaces it" in err[-1]
+
+
+def test_its_tables_at_80_columns_to_a_pipe_cut_no_figure(monkeypatch, capsys):
+    """The refit's tables (the measured runs, the fitted constants) by the terminal_table rule at 80 columns with
+    output to a pipe: no line over 80, every figure whole, run names folded."""
+    from types import SimpleNamespace
+
+    from ipuexp.calibration import calibrate_print as show
+    from ipuexp.terminal_table import terminal_console
+
+    monkeypatch.setenv("COLUMNS", "80")
+    console = terminal_console()
+    runs = [[GPT2, "102", "265", "+159.9", "110", "+7.8", "+35.1", "±23%"],
+            [VIT + "_with_a_longer_name_than_any", "7,319", "10,675", "+45.8", "7,402", "+1.1", "+12.4", "±43%"]]
+    show._table(console, "Measured runs: predicted before and after the refit",
+                ("run", "measured", "before", "err", "after", "err", "LOO", "band"), runs)
+    constants = {"amp_efficiency": 0.7623, "gw_step_latency_s": 1.133e-05, "compute_set_cycles": 1130.0}
+    replaced = {"amp_efficiency": 0.785, "gw_step_latency_s": 1.2e-05, "compute_set_cycles": 1106.0}
+    ranges = {"amp_efficiency": (0.739, 0.848), "gw_step_latency_s": (9.477e-06, 1.29e-05)}
+    show._constants(console, SimpleNamespace(constants=constants, replaced=replaced, loo_range=lambda: ranges))
+    out = capsys.readouterr().out
+    assert "\x1b[" not in out and max(len(line) for line in out.splitlines()) <= 80
+    figures = [cell for row in runs for cell in row[1:]] + [
+        "0.785", "0.7623", "-2.9%", "0.739..0.848", "1.2e-05", "1.133e-05", "9.477e-06..1.29e-05", "1106", "1130",
+        "+2.2%"]
+    for figure in figures:
+        assert figure in out, figure
+    assert "gpt2_medium_" in out and "amp_efficiency" in out

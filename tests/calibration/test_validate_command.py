@@ -187,3 +187,31 @@ def test_report_fits_80_columns_and_keeps_every_figure(monkeypatch, capsys):
     assert max(len(line) for line in out.splitlines()) <= 80
     assert "326,764" in out and "325,997" in out and "+169.5" in out
     assert "gpt2_medium_wikitext" in out.replace("\n", "")
+
+
+def test_the_table_at_80_columns_to_a_pipe_cuts_no_figure_and_keeps_the_marks(monkeypatch, capsys):
+    """Every figure of every row whole (``180,125``, ``±157% ✓``), the ✓ and ✗ marks kept, no line over 80, plain
+    text: the terminal_table rule, with output to a pipe."""
+    monkeypatch.setenv("COLUMNS", "80")
+    rows = [Row("gpt2_medium_wikitext103_sl1024_mk2_pod16_optimum", "mk2", 102.0),
+            Row("resnet50_mk2_pod128_tf1_mlperf11", "mk2", 157_002.0),
+            Row("bert_large_packed_mlperf11_mk2_pod128_popart", "mk2", 9_028.0)]
+    outcomes = [Outcome(rows[0], 274.9, unexplained="a mechanism the model lacks"),
+                Outcome(rows[1], 180_125.0), Outcome(rows[2], 9_128.0)]
+    for o, loo, band in zip(outcomes, (274.9, 403_888.0, 9_200.0), (23.0, 157.0, 5.0)):
+        o.loo, o.band = loo, band
+        o.held_out = {mode: loo * (1 + 0.01 * n) for n, mode in enumerate(MODES[1:])}
+    rep = Report(outcomes, {"amp_efficiency": 0.79})
+    rep.loo_constants = {"row": {"amp_efficiency": 0.79}}
+    v.print_report(rep, v.ValidateConfig())
+    out = capsys.readouterr().out
+    assert "\x1b[" not in out and max(len(line) for line in out.splitlines()) <= 80
+    table = out.split("pred, publ:")[0]
+    for o in outcomes:
+        cells = [f"{o.predicted:,.0f}", f"{o.row.published:,.0f}", f"{o.error:+.1f}",
+                 *(f"{o.mode_error(m):+.1f}" for m in MODES[1:]),
+                 f"±{o.band:.0f}%" + (" ✓" if o.in_band else " ✗")]
+        line = next(line for line in table.splitlines() if cells[0] in line)
+        for cell in cells:
+            assert cell in line, (cell, line)
+    assert "±157% ✓" in table and "±23% ✗" in table and " *" in table
