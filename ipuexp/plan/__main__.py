@@ -38,7 +38,15 @@ def settings_of(overrides: List[str]):
 
 
 def parse(argv: List[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m ipuexp.plan", description=__doc__.splitlines()[0])
+    import textwrap
+
+    from ipuexp.plan.settings import documented_keys
+
+    lines = ["plan.* keys (plan.KEY=VALUE; default in brackets):"]
+    for key, default, doc in documented_keys():
+        lines += textwrap.wrap(f"{key} [{default}]: {doc}", width=100, initial_indent="  ", subsequent_indent="      ")
+    parser = argparse.ArgumentParser(prog="python -m ipuexp.plan", description=__doc__.splitlines()[0],
+                                     epilog="\n".join(lines), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="+recipe=NAME, config overrides, plan.KEY=VALUE")
     parser.add_argument("--write-recipe", metavar="NAME", help="write the best configuration as recipe NAME "
                         "(./recipes/NAME.yaml or $IPUEXP_RECIPE_DIR), usable as +recipe=NAME")

@@ -91,3 +91,29 @@ def run_folder(out_dir: Optional[str], now: Optional[object] = None) -> Path:
         k += 1
         path = base.with_name(f"{base.name}-{k}")
     return path
+
+
+def documented_keys() -> List[tuple]:
+    """(``plan.KEY``, default, first sentence of its documentation) for each setting, in the order of
+    :class:`PlanConfig` (for ``python -m ipuexp.plan --help``)."""
+    import ast
+    import dataclasses
+    import inspect
+    import re
+
+    tree = ast.parse(inspect.getsource(PlanConfig))
+    docs = {}
+    body = tree.body[0].body
+    for node, after in zip(body, body[1:]):
+        if isinstance(node, ast.AnnAssign) and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+            text = " ".join(str(after.value.value).split()).replace("``", "")
+            first = re.split(r"(?<=[a-z0-9)%])\. (?=[A-Z])", text)[0]
+            docs[node.target.id] = first if first.endswith(".") else first + "."
+    out = []
+    for f in dataclasses.fields(PlanConfig):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        shown = "null" if default is None else ("true" if default is True else "false" if default is False
+                                                 else f"{default}".replace(" ", "").replace("'", ""))
+        out.append((f"plan.{f.name}", shown, docs.get(f.name, "")))
+    return out
+

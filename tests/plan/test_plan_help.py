@@ -1,0 +1,19 @@
+"""``python -m ipuexp.plan --help`` lists every ``plan.*`` key with its default and what it does."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from ipuexp.plan.__main__ import parse
+from ipuexp.plan.settings import PlanConfig
+
+
+def test_help_lists_every_plan_key(capsys):
+    with pytest.raises(SystemExit) as done:
+        parse(["--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    for f in dataclasses.fields(PlanConfig):
+        assert f"plan.{f.name} [" in text, f.name
+    assert "plan.headroom [0.05]: Share of tile memory that must stay free" in text
