@@ -57,47 +57,34 @@ def host_note(sweep: Sweep) -> Optional[str]:
 def print_measured(sweep: Sweep, console: Any = None) -> None:
     """The measured runs as a table within the terminal's width (the figures whole, the run names fold), the
     summary line below it, and the line about functional runs."""
-    from rich.console import Console
+    from ipuexp.terminal_table import terminal_console
 
-    console = console or Console()
+    console = console or terminal_console()
     points = measured_points(sweep)
     if points:
-        console.print(_table(points, console.width))
+        console.print(_table(points))
     for line in (summary(points), host_note(sweep)):
         if line:
             console.print(line, highlight=False)
 
 
-def _table(points: List[Point], width: int) -> Any:
-    from rich import box
-    from rich.table import Table
-
+def _table(points: List[Point]) -> Any:
+    """The measured runs, a row each (:mod:`ipuexp.terminal_table`): the run names fold, the figures stay whole; the
+    memory columns carry their unit in the header, which keeps their cells short."""
     from ipuexp.report.sweep_plots import rate_label
+    from ipuexp.terminal_table import Column, Table
 
     unit = rate_label(points)
     memory = any(p.measured_memory is not None for p in points)
     mem_unit = column_unit([v for p in points for v in (p.peak_memory, p.measured_memory) if v], largest="MiB")
-    headers = [f"predicted\n{unit}", "band", f"measured\n{unit}", "measured/\npredicted", "in\nband"]
-    if memory:  # the unit in the header keeps the cells short: two memory columns fit 80 columns
-        headers += [f"memory\npredicted\n{mem_unit}", f"memory\nmeasured\n{mem_unit}"]
-    rows = [_cells(p, mem_unit if memory else None) for p in points]
-    fixed = [max([len(line) for line in h.split("\n")] + [len(str(r[n])) for r in rows])
-             for n, h in enumerate(headers)]
-    # Two characters between columns (padding and rule); the run names take what the figures leave, and fold.
-    room = max(width - (2 * (len(headers) + 1) - 1) - sum(fixed), 4)
-    # A sweep's run name is its overrides: broken between them when the column holds the longest one, else folded.
-    spaced = room > max(len(part) for p in points for part in p.name.split(","))
-    names = [p.name.replace(",", ", ") if spaced else p.name for p in points]
-    longest = max(len(n) for n in names)
-    # Folded names run into the next row's: a blank line between rows keeps them apart.
-    t = Table(title="Predicted vs measured", box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0),
-              show_lines=longest > room)
-    t.add_column("run", justify="left", width=min(room, longest), overflow="fold")
-    for h, w in zip(headers, fixed):
-        t.add_column(h, justify="center" if h == "in\nband" else "right", width=w, no_wrap=True)
-    for name, r in zip(names, rows):
-        t.add_row(name, *r)
-    return t
+    columns = [Column("run", figure=False), Column(f"predicted {unit}", figure=True), Column("band", figure=True),
+               Column(f"measured {unit}", figure=True), Column("measured/predicted", figure=True),
+               Column("in band", figure=False, align="right")]
+    if memory:
+        columns += [Column(f"memory predicted {mem_unit}", figure=True),
+                    Column(f"memory measured {mem_unit}", figure=True)]
+    rows = [[p.name, *_cells(p, mem_unit if memory else None)] for p in points]
+    return Table(columns, rows, title="Predicted vs measured")
 
 
 def _cells(p: Point, mem_unit: Optional[str]) -> List[Any]:
