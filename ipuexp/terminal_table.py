@@ -3,8 +3,8 @@
 The rule
 --------
 **Width.** The terminal's columns when standard output is a terminal, else ``$COLUMNS`` when it is set, else 80
-(:func:`terminal_width`). A caller may pass a width (the tests do); :func:`terminal_console` makes a rich console of that
-width for the lines printed around a table.
+(:func:`terminal_width`). A caller may pass a width (the tests do); :func:`terminal_console` makes a rich console
+of that width for the lines printed around a table.
 
 **Figures are never cut or split.** A figure column (:class:`Column` with ``figure=True``, or one whose cells all
 read as figures) holds numbers with their unit, sign and mark (``1,234.5``, ``12.3 MiB``, ``+4.1``, ``±15% ✓``,
@@ -50,8 +50,8 @@ RULE = "─"
 INDENT = "  "
 """Indent of a record's ``header: value`` lines."""
 
-_NUMBER = re.compile(r"^[(\[]?[+\-−±~≈<>]*((\d{1,3}(,\d{3})+|\d+)(\.\d+)?|\.\d+)([eE][+\-]?\d+)?(%|x|×|k|K|M|G|T)?"
-                     r"(\.\.[+\-]?\d[\d,.]*(%)?)?[)\]]?[,;:]?$")
+_NUMBER = re.compile(r"^[(\[]?[+\-−±~≈<>]*((\d{1,3}(,\d{3})+|\d+)(\.\d+)?|\.\d+)([eE][+\-]?\d+)?"
+                     r"(%|x|×|k|K|M|G|T)?(\.\.[+\-]?\d[\d,.]*(%)?)?[)\]]?[,;:]?$")
 """A number as ipuexp prints one: ``1,234.5``, ``+4.1``, ``±15%``, ``(92%)``, ``3.2e-05``, ``1.5..2.5``."""
 UNITS = frozenset({"B", "KiB", "MiB", "GiB", "TiB", "kB", "MB", "GB", "TB", "%", "s", "ms", "us", "µs", "ns", "h",
                    "min", "k", "M", "G", "T", "x", "×", "samples/s", "sequences/s", "packs/s", "tokens/s", "steps/s",
@@ -468,12 +468,3 @@ def _rstrip(line: List[Segment]) -> List[Segment]:
     if line:
         line[-1] = (line[-1][0].rstrip(), line[-1][1])
     return line
-
-
-def print_table(columns: Sequence[Any], rows: Sequence[Sequence[Cell]], title: Optional[str] = None,
-                console: Any = None, width: Optional[int] = None, styles: Optional[Sequence[Optional[str]]] = None,
-                name: int = 0) -> Table:
-    """Lay out and print a table by the rule (:class:`Table`); returns it."""
-    table = Table(columns, rows, title=title, styles=styles, name=name)
-    table.print(console, width)
-    return table

@@ -97,8 +97,9 @@ def test_output_fits_the_terminal(width):
     from ipuexp.plan.output import lower_text, throughput_text
 
     for o in [p.result.scaled or p.result.recipe, *top]:
-        figures = [throughput_text(o).split(" (")[0], lower_text(o), f"{o.candidate.replicas} x {o.candidate.layout.ipus}",
-                   human(o.peak_tile_bytes), human(o.peak_ipu_bytes), f"({o.tile_headroom:.0%})", f"IPU {o.peak_ipu}:"]
+        figures = [throughput_text(o).split(" (")[0], lower_text(o),
+                   f"{o.candidate.replicas} x {o.candidate.layout.ipus}", human(o.peak_tile_bytes),
+                   human(o.peak_ipu_bytes), f"({o.tile_headroom:.0%})", f"IPU {o.peak_ipu}:"]
         if o.band_pct is not None:
             figures.append(f"(±{o.band_pct:.0f}%)")
         for figure in figures:
