@@ -7,7 +7,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ContextManager, Iterator, List, Optional
+from typing import Any, Callable, ContextManager, Iterator, List, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -93,6 +93,11 @@ def measured_figures(exp: ExperimentConfig, result: Result) -> Optional[Measured
     return out
 
 
+CHART_FILES = {"trace": "trace.json.gz", "gantt": "pipeline.png", "memory_chart": "memory.png",
+               "liveness_chart": "liveness.png"}
+"""The files a run writes besides its result (``report.charts``), by their ``result.artifacts`` key."""
+
+
 def _save_charts(ev: Evaluation, out: Path) -> None:
     from ipuexp.report.gantt import draw_gantt
     from ipuexp.report.memory_chart import save_liveness_chart, save_memory_chart
@@ -100,20 +105,33 @@ def _save_charts(ev: Evaluation, out: Path) -> None:
 
     result = ev.result
     title = f"{result.recipe or result.model.name}: one step"
-    join_trace = write_trace_aside(ev.events, out / "trace.json.gz", title=title)  # on the other core
+    join_trace = write_trace_aside(ev.events, out / CHART_FILES["trace"], title=title)  # on the other core
     try:
-        gantt = draw_gantt(ev.events, out / "pipeline.png", title=title)
-        memory = save_memory_chart(result.memory, out / "memory.png")
+        draw_gantt(ev.events, out / CHART_FILES["gantt"], title=title)
+        save_memory_chart(result.memory, out / CHART_FILES["memory_chart"])
         worst = max(result.memory.ipus, key=lambda m: m.max_tile_bytes)
-        path = save_liveness_chart(ev.liveness, out / "liveness.png", capacity_bytes=worst.capacity_bytes,
-                                   title=f"Liveness, IPU {worst.ipu}")
+        save_liveness_chart(ev.liveness, out / CHART_FILES["liveness_chart"], capacity_bytes=worst.capacity_bytes,
+                            title=f"Liveness, IPU {worst.ipu}")
     except BaseException:
         join_trace(False)
         raise
-    result.artifacts["trace"] = str(Path(join_trace()).resolve())
-    result.artifacts["gantt"] = str(Path(gantt).resolve())
-    result.artifacts["memory_chart"] = str(Path(memory).resolve())
-    result.artifacts["liveness_chart"] = str(Path(path).resolve())
+    join_trace()
+
+
+def _charts_aside(ev: Evaluation, out: Path) -> Callable[[], None]:
+    """Start ``_save_charts`` in a forked process (``report.aside``): seconds of matplotlib and JSON that overlap
+    this process opening the run's MLflow store (importing MLflow alone takes a second or two). The returned
+    function waits for them (drawing them here if the child failed) and records their paths in the result."""
+    from ipuexp.report.aside import start_aside
+
+    join = start_aside(lambda: _save_charts(ev, out))
+
+    def done() -> None:
+        join()
+        for key, name in CHART_FILES.items():
+            ev.result.artifacts[key] = str((out / name).resolve())
+
+    return done
 
 
 def _instances_driver(exp: ExperimentConfig) -> ContextManager[object]:
@@ -211,12 +229,18 @@ def open_job(cfg: DictConfig, out_dir: str | Path = ".", report_prediction: bool
         # Absolute before any worker starts: Ray actors run in other folders, without Hydra's launch directory.
         exp.data.path = str(resolve_path(exp.data.path))
     out = Path(out_dir)
-    with track_job(cfg) as run:
-        charts = _wants_charts(exp)
+    charts, failed = _wants_charts(exp), None
+    try:  # before the run opens, so that the charts are drawn while it does; a failure fails the run (below)
         ev = evaluate(exp, with_events=charts)
+        drawn = _charts_aside(ev, out) if charts else None
+    except Exception as err:
+        failed = err
+    with track_job(cfg) as run:
+        if failed is not None:
+            raise failed
         result = ev.result
-        if charts:
-            _save_charts(ev, out)
+        if drawn is not None:
+            drawn()
         if report_prediction:
             _write_result(result, out, cfg, run)
             if not _in_sweep():
