@@ -98,6 +98,10 @@ class _Simulator:
         self._quiet: Dict[int, Tuple[float, Dict[int, Dict[str, float]]]] = {}
         """Cycles run from time 0 without events (a pure function of the cycle): each is run once."""
         self._parts: Optional[Tuple[Dict[int, Tuple], Dict[int, Tuple]]] = None
+        self._slot_parts: Optional[List[Tuple[int, int, Tuple]]] = None
+        """Each slot's offset, stride and ``_passes`` entry, in the slots' order."""
+        self._ipu_sums: Dict[Tuple[int, ...], Tuple[float, Dict[str, float], Optional[float]]] = {}
+        """One IPU's time, busy seconds and bytes sent in a quiet cycle, by the passes it runs."""
 
     def active(self, c: int) -> List[Tuple[Slot, int]]:
         return active(self.slots, c, self.spec.micro_batches)
@@ -159,7 +163,48 @@ class _Simulator:
         return fwd, bwd
 
     def _quiet_cycle(self, c: int) -> Tuple[float, Dict[int, Dict[str, float]]]:
-        return self.fast_cycle(c, 0.0, None)
+        """``fast_cycle(c, 0.0, None)``, each IPU's share looked up by the passes it runs: an IPU's sums depend
+        only on its own passes, and through a pipeline's fill and drain each IPU runs a handful of distinct sets
+        while the cycles, all different, combine them."""
+        if self._slot_parts is None:
+            if self._parts is None:
+                self._parts = self._passes()
+            fwd, bwd = self._parts
+            self._slot_parts = [(sl.offset, sl.stride, (fwd if sl.phase == FWD else bwd)[sl.stage])
+                                for sl in self.slots]
+        n = self.spec.micro_batches
+        on: Dict[int, List[Tuple]] = {}
+        for offset, stride, entry in self._slot_parts:  # ``active(c)``, in its order
+            d = c - offset
+            if d >= 0 and d % stride == 0 and d // stride < n:
+                group = on.get(entry[0])
+                if group is None:
+                    on[entry[0]] = [entry]
+                else:
+                    group.append(entry)
+        busy: Dict[int, Dict[str, float]] = {}
+        end, most = 0.0, 0.0
+        memo = self._ipu_sums
+        for ipu, entries in on.items():
+            key = (ipu, *map(id, entries))
+            got = memo.get(key)
+            if got is None:
+                got = memo[key] = _ipu_sums(entries)
+            t, own, sent = got
+            busy[ipu] = own
+            if t > end:
+                end = t
+            if sent is not None and sent > most:
+                most = sent
+        if self.multi_ipu:
+            spec = self.spec
+            barrier = spec.sync_s + most / spec.link_bytes_per_s
+            for i in self.ipus:
+                own = busy.get(i)
+                busy[i] = {"exchange": barrier} if own is None else {**own, "exchange": own.get("exchange", 0.0)
+                                                                     + barrier}
+            end += barrier
+        return end, busy
 
     def fast_cycle(self, c: int, t0: float, events: Optional[List[Event]]
                    ) -> Tuple[float, Dict[int, Dict[str, float]]]:
@@ -213,6 +258,21 @@ class _Simulator:
             points.add(min(s.offset, self.total_cycles))
             points.add(min(s.offset + s.stride * n, self.total_cycles))
         return sorted(points)
+
+
+def _ipu_sums(entries: List[Tuple]) -> Tuple[float, Dict[str, float], Optional[float]]:
+    """One IPU's passes of a quiet cycle (``_passes`` entries, in the cycle's order): its time from 0, its seconds by
+    category and the bytes it sends (None: none), summed as ``fast_cycle`` sums them."""
+    own: Dict[str, float] = {}
+    t = 0.0
+    sent: Optional[float] = None
+    for _, parts, send in entries:
+        for category, seconds, _, _, _ in parts:
+            own[category] = own.get(category, 0.0) + seconds
+            t += seconds
+        if send is not None:
+            sent = (0.0 if sent is None else sent) + send
+    return t, own, sent
 
 
 def simulate(spec: PipelineSpec, record_events: bool = False) -> PipelineResult:
