@@ -224,6 +224,49 @@ def _plan_space(m: int, k: int, n: int, a_elems: float, b_elems: float, batch: i
     return tuple(np.concatenate(x) for x in zip(*parts))
 
 
+PRUNE_AFTER = 3
+"""Times one product's plans are chosen from under one memory bound before the plans no calibration can pick are
+set aside (``_fitting``): a fit or a planner asks thousands of times, a single run once or twice."""
+_asked: Dict[Tuple[Any, ...], int] = {}
+
+
+def _fitting(args: Tuple[Any, ...], cap: float) -> Any:
+    """The plans of ``_plan_space(*args)`` whose temporary memory fits ``cap``, less those no calibration can choose,
+    as (their indices, amp, over, red, exch, steps); None until asked ``PRUNE_AFTER`` times, or when none fits.
+
+    A plan is set aside when an earlier fitting plan needs no more of any term of the time (AMP, overhead and
+    reduction cycles, exchange cycles, supersteps): every term enters the time with a positive weight (one over the
+    fitted efficiencies, the sync and compute-set cycles), so the earlier plan is at least as fast under any
+    calibration, in floating point too (each operation is monotone), and ``argmin`` takes the first of equals. The
+    choice is the one the whole space gives, to the bit."""
+    key = (args, cap)
+    n = _asked.get(key, 0) + 1
+    if n < PRUNE_AFTER:
+        if len(_asked) > 200_000:
+            _asked.clear()
+        _asked[key] = n
+        return None
+    return _pruned(args, cap)
+
+
+@lru_cache(maxsize=4096)
+def _pruned(args: Tuple[Any, ...], cap: float) -> Any:
+    amp, over, red, exch, steps, temp = _plan_space(*args)[:6]
+    idx = np.flatnonzero(temp <= cap)
+    if not len(idx):
+        return None
+    terms = np.stack([amp[idx], over[idx], red[idx], exch[idx], steps[idx]])
+    # Plans that dominate many others: the fastest under a spread of weightings, and the least of each term.
+    rng = np.random.default_rng(0)
+    keepers = {int(np.argmin(rng.lognormal(0.0, 2.0, 5) @ terms)) for _ in range(16)}
+    keepers |= {int(np.argmin(row)) for row in terms}
+    alive = np.ones(len(idx), dtype=bool)
+    pos = np.arange(len(idx))
+    for i in sorted(keepers):
+        alive &= ~((terms >= terms[:, i:i + 1]).all(axis=0) & (pos > i))
+    return (idx[alive], *(t[alive] for t in terms))
+
+
 @lru_cache(maxsize=16384)
 def plan_matmul(m: int, k: int, n: int, a_elems: float, b_elems: float, batch: int, ctx: TileContext) -> MatmulPlan:
     """Fastest partition of an [m,k] x [k,n] product whose operands hold ``a_elems`` and ``b_elems`` elements
@@ -231,8 +274,17 @@ def plan_matmul(m: int, k: int, n: int, a_elems: float, b_elems: float, batch: i
     whose temporary memory per tile fits the memory proportion, serialising the product if needed. When no plan
     fits, the planner drops the bound (IPU optimisation guide section 5.1) and takes the plan needing the least
     temporary memory."""
-    amp, over, red, exch, steps, temp, pm, pk, pn, serial = _plan_space(m, k, n, a_elems, b_elems, batch,
-                                                                         _space_key(ctx))
+    args = (m, k, n, a_elems, b_elems, batch, _space_key(ctx))
+    amp, over, red, exch, steps, temp, pm, pk, pn, serial = _plan_space(*args)
+    fitting = _fitting(args, ctx.amp_proportion * ctx.tile_memory_bytes)
+    if fitting is not None:
+        idx, f_amp, f_over, f_red, f_exch, f_steps = fitting
+        compute = f_amp / ctx.amp_efficiency + f_over + f_red / (VECTOR_BYTES_PER_CYCLE * ctx.vector_efficiency)
+        exchange = f_exch + f_steps * (ctx.sync_cycles + ctx.compute_set_cycles)
+        j = int(np.argmin(compute + exchange))
+        i = int(idx[j])
+        return MatmulPlan(int(pm[i]), int(pk[i]), int(pn[i]), int(serial[i]), float(compute[j]), float(exchange[j]),
+                          float(temp[i]), True)
     compute = amp / ctx.amp_efficiency + over + red / (VECTOR_BYTES_PER_CYCLE * ctx.vector_efficiency)
     exchange = exch + steps * (ctx.sync_cycles + ctx.compute_set_cycles)
     total = compute + exchange
