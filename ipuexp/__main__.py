@@ -193,8 +193,9 @@ def main(argv: Optional[List[str]] = None) -> None:
             sys.exit(EXIT_CONFIG_ERROR)
     optimiser = _is_multirun(argv) and any(a.startswith("hydra/sweeper=") and a.split("=", 1)[1] not in
                                             ("ipuexp", "basic") for a in argv)
-    if optimiser:
-        # Hydra prints what a sweeper raises as a traceback; let it through to be told apart (below).
+    multirun = _is_multirun(argv)
+    if multirun:
+        # Hydra prints what a sweep raises, then a HYDRA_FULL_ERROR hint; let it through to be told apart (below).
         os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     try:
         _hydra_entry(argv)
@@ -202,20 +203,26 @@ def main(argv: Optional[List[str]] = None) -> None:
         print("ipuexp: interrupted", file=sys.stderr)
         sys.exit(130)
     except ConfigError as err:  # a setting only the sweeper can check (a stored study's search space)
-        if not optimiser:
+        if not multirun:
             raise
+        if not optimiser:
+            print(str(err), file=sys.stderr)
+            sys.exit(1)
         print(f"ipuexp: config error: {err}", file=sys.stderr)
         sys.exit(EXIT_CONFIG_ERROR)
     except Exception as err:
         from hydra.errors import CompactHydraException
 
+        from ipuexp.runner.errors import JobFailedError
         from ipuexp.sweeps.optuna_results import NoTrialCompleted
 
-        # A study without a completed trial, or a failed trial it stops on (hydra.sweeper.max_failure_rate): its
-        # one line, as Hydra prints it.
-        if not optimiser or not isinstance(err, CompactHydraException):
+        if not multirun or not isinstance(err, CompactHydraException):
             raise
-        print(f"ipuexp: {err}" if isinstance(err, NoTrialCompleted) else str(err), file=sys.stderr)
+        # A grid sweep's failed point: the sweep's summary has listed it with its log file; exit 1 without the
+        # error again. A study without a completed trial, or a failed trial it stops on
+        # (hydra.sweeper.max_failure_rate): its one line, as Hydra prints it.
+        if not (isinstance(err, JobFailedError) and not optimiser):
+            print(f"ipuexp: {err}" if isinstance(err, NoTrialCompleted) else str(err), file=sys.stderr)
         sys.exit(1)
 
 

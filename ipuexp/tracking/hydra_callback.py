@@ -10,6 +10,7 @@ short and the parent are FAILED with the loss as their error, and a re-run of th
 """
 from __future__ import annotations
 
+import atexit
 import logging
 from typing import Any, List, Optional
 
@@ -54,6 +55,9 @@ class SweepTracking(Callback):
         if lost is not None:
             log.info(f"Resuming the sweep that lost its Ray cluster (MLflow run {lost.info.run_id}): the points that "
                      "finished there are skipped")
+        # The jobs' lock goes with the sweep however it ends (a failed point or Ctrl-C skips on_multirun_end);
+        # registered first, it runs after the net below, which takes the lock once more.
+        atexit.register(_remove_lock, ctx)
         # An early exit of the driver skips on_multirun_end: its atexit net ends the parent and its stale children.
         safety.register(parent, lambda status: release_parent(c, exp, parent, ctx, orphans_to=status))
 
