@@ -29,7 +29,6 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import datetime
 from itertools import product
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -56,6 +55,8 @@ class Sweep:
     """result.json files the sweep wrote."""
     started: float = 0.0
     """Wall-clock time the command started (``time.time()``)."""
+    first_job: Optional[float] = None
+    """Wall-clock time the first job began writing its folder (its ``.hydra`` files), if any did."""
 
     @property
     def task_s(self) -> Optional[float]:
@@ -71,12 +72,9 @@ class Sweep:
 
     @property
     def to_first_job_s(self) -> Optional[float]:
-        """From the command's start to the launcher's "Launching" log line (start-up, composing every job's config
-        to validate the batch, Ray)."""
-        m = re.search(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]\[HYDRA\] Launching", self.stdout)
-        if not m:
-            return None
-        return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp() - self.started
+        """From the command's start to the first job's folder (start-up, the pre-flight, Ray when it runs there):
+        the console's log lines carry no time, the job folders' files do."""
+        return None if self.first_job is None else self.first_job - self.started
 
     @property
     def headline(self) -> str:
@@ -102,8 +100,9 @@ def run_sweep(cli: List[str], args: List[str], cwd: Path, env: Dict[str, str], n
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         print(f"{name} sweep failed:", (proc.stderr or proc.stdout)[-2000:], file=sys.stderr)
+    firsts = [p.stat().st_mtime for p in sweep_dir.glob("*/.hydra/config.yaml")]
     return Sweep(seconds, proc.stdout + proc.stderr, proc.returncode, len(list(sweep_dir.glob("*/result.json"))),
-                 started)
+                 started, min(firsts) if firsts else None)
 
 
 def in_process(work: Path, jobs: int) -> Tuple[Dict[bool, float], Dict[bool, float], float]:
@@ -154,6 +153,10 @@ def in_process(work: Path, jobs: int) -> Tuple[Dict[bool, float], Dict[bool, flo
             once)
 
 
+def secs(seconds: Optional[float]) -> str:
+    return "? (no job folder)" if seconds is None else f"{seconds:.1f} s"
+
+
 def ms(seconds: Optional[float]) -> str:
     return "?" if seconds is None else f"{1000 * seconds:.0f} ms"
 
@@ -187,9 +190,8 @@ def main() -> int:
 
     print(f"100-point sweep of bert_large ({args.launcher} launcher): tracking on {on.seconds:.1f} s "
           f"(target <= {TARGET_S:.0f} s; {on.headline}), tracking off {off.seconds:.1f} s ({off.headline})")
-    print(f"  until the first job starts (start-up; on Ray, its start): tracking on "
-          f"{on.to_first_job_s or float('nan'):.1f} s, off {off.to_first_job_s or float('nan'):.1f} s; "
-          f"1-point sweep {one.seconds:.1f} s")
+    print(f"  until the first job starts (start-up; on Ray, its start): tracking on {secs(on.to_first_job_s)}, "
+          f"off {secs(off.to_first_job_s)}; 1-point sweep {one.seconds:.1f} s")
     print(f"  per job in the task (engine, files, MLflow run), {on.slots} at a time: tracking on {ms(on.task_s)}, "
           f"off {ms(off.task_s)}")
     cost = wall[True] - wall[False]
