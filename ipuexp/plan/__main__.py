@@ -126,7 +126,7 @@ def _plan(args: argparse.Namespace, base: Any, settings: Any, run: Any) -> int:
         print(f"Wrote recipe {path}: run it with python -m ipuexp +recipe={args.write_recipe}")
     if run is not None:
         run.finish(result, top, paths, failure=shortfall)
-        print(f"MLflow run {run.run_id} (experiment {run.experiment_id})")
+        print(f"MLflow run {run.run_id} in experiment {run.experiment_name!r} (see it with mlflow ui)")
     if shortfall:
         print(f"ipuexp.plan: {shortfall}", file=sys.stderr)
         return EXIT_INFEASIBLE

@@ -43,7 +43,9 @@ class PlanRun:
         self._retry = retry
         uri = tracking_uri(base)
         self.client = c = client(uri)
-        self.experiment_id = experiment_id(c, experiment_name(base), uri)
+        self.experiment_name = experiment_name(base)
+        """The experiment's name, as a run's report gives it (its id is MLflow's number for it)."""
+        self.experiment_id = experiment_id(c, self.experiment_name, uri)
         label = base.recipe or base.model.name
         self.calibration_tags = tag_of(base.calibration, base.ipu.calibration or {})
         run = retry(c.create_run, self.experiment_id, run_name=f"plan {label} {base.system.name}",

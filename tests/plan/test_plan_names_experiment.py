@@ -1,0 +1,14 @@
+"""The planner's last line names its MLflow experiment as a run's report does: by name, not by MLflow's number."""
+from __future__ import annotations
+
+import pytest
+
+from ipuexp.plan.__main__ import main
+
+
+@pytest.mark.slow
+def test_last_line_names_the_experiment(tmp_path, db_uri, capsys):
+    assert main(["-q", "+recipe=bert_base", f"tracking.uri={db_uri}", f"plan.out_dir={tmp_path / 'plan'}",
+                 "plan.trials=30"]) == 0
+    last = capsys.readouterr().out.rstrip().splitlines()[-1]
+    assert last.startswith("MLflow run ") and last.endswith("in experiment 'bert_base' (see it with mlflow ui)"), last
