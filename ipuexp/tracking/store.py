@@ -168,7 +168,34 @@ def _open_client(uri: str) -> Any:
     # (SQLite files must be on a local disk anyway) to keep the user's folder clean.
     digest = hashlib.sha256(str(db).encode()).hexdigest()[:16]
     with file_lock(Path(tempfile.gettempdir()) / f"ipuexp-mlflow-{digest}.lock"):
-        return retry(MlflowClient, tracking_uri=uri)
+        c = retry(MlflowClient, tracking_uri=uri)
+        _commit_without_fsync(c)
+        return c
+
+
+def _commit_without_fsync(c: Any) -> None:
+    """The SQLite store in write-ahead-log mode with ``synchronous=NORMAL`` (SQLite's own advice for WAL,
+    https://www.sqlite.org/wal.html, "Performance considerations"): a commit appends to the log instead of waiting for
+    the disk twice, so the ten or so commits MLflow makes for a run cost microseconds instead of milliseconds each,
+    and readers (``mlflow ui``, other jobs) no longer block writers. A process that dies loses nothing committed; a
+    power cut may lose the last commits, never the database. The journal mode is kept in the file; the
+    synchronous setting is each connection's, set as the store's engine opens it."""
+    from sqlalchemy import event
+
+    engine = getattr(getattr(getattr(c, "_tracking_client", None), "store", None), "engine", None)
+    if engine is None or engine.dialect.name != "sqlite":
+        return
+
+    def pragmas(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+        finally:
+            cursor.close()
+
+    event.listen(engine, "connect", pragmas)
+    engine.dispose()  # connections opened while the schema was checked reopen with the pragmas
 
 
 def find_experiment(c: Any, name: str, uri: str) -> Optional[str]:

@@ -102,3 +102,18 @@ def test_a_process_opens_a_store_and_looks_an_experiment_up_once(db_uri, monkeyp
     first = store.experiment_id(c, "late", db_uri)
     monkeypatch.setattr(c, "get_experiment_by_name", lambda name: pytest.fail("looked up again"))
     assert store.experiment_id(c, "late", db_uri) == first == store.find_experiment(c, "late", db_uri)
+
+
+def test_a_sqlite_store_commits_through_its_write_ahead_log(db_uri: str, tmp_path: Path, monkeypatch):
+    # A run makes about ten commits: in WAL mode with synchronous=NORMAL none waits for the disk.
+    import sqlite3
+
+    monkeypatch.setattr(store, "_clients", {})
+    c = store.client(db_uri)
+    engine = c._tracking_client.store.engine
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+    c.create_experiment("wal")
+    with sqlite3.connect(tmp_path / "mlflow.db") as other:  # kept in the file: every reader sees the same mode
+        assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert other.execute("SELECT count(*) FROM experiments WHERE name = 'wal'").fetchone()[0] == 1
