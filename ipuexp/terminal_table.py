@@ -13,8 +13,11 @@ cell. In a text cell too, a number and the unit after it (``12.3 MiB``) stay tog
 is never narrower than such a figure. Marks and signs (✓, ✗, ±, +/-, ``*``) belong to the cell and are kept.
 
 **Headers fold between words.** A header folds at spaces; a word wider than its column folds after ``_``, ``.`` or
-``/``; a piece still wider makes the column wider, unless the column declares an abbreviation: then the
-abbreviation stands in the header and a legend under the table spells it out. A word is never split mid-word.
+``/`` where both sides keep 3 characters (``options.`` / ``replication_factor``, never ``samples/`` / ``s``); a
+piece still wider makes the column wider, unless the column declares an abbreviation: then the abbreviation stands
+in the header and a legend under the table spells it out. A word is never split mid-word. Room to spare goes first
+to abbreviated headers, then to text columns (a folded cell costs a line per row, a folded header one line), then
+to headers folded only at spaces, then to headers on one line.
 
 **Text folds.** Text cells (names, run names, overrides) are left-aligned. They fold at spaces, then after the
 separators ``/ . _ - = ,`` of a long token, and only as a last resort is a single token (a path) cut into pieces of
@@ -49,6 +52,8 @@ RULE = "─"
 """The character of the rule under the headers."""
 INDENT = "  "
 """Indent of a record's ``header: value`` lines."""
+MIN_PIECE = 3
+"""A header word folds after ``_ . /`` only where both sides keep this many characters."""
 
 _NUMBER = re.compile(r"^[(\[]?[+\-−±~≈<>]*((\d{1,3}(,\d{3})+|\d+)(\.\d+)?|\.\d+)([eE][+\-]?\d+)?"
                      r"(%|x|×|k|K|M|G|T)?(\.\.[+\-]?\d[\d,.]*(%)?)?[)\]]?[,;:]?$")
@@ -211,13 +216,25 @@ def wrap(text: str, width: Optional[int] = None, indent: int = 0, subsequent: in
     return "\n".join(" " * (indent if n == 0 else indent + subsequent) + line for n, line in enumerate(lines))
 
 
+def _header_pieces(word: str) -> List[str]:
+    """A header word cut after its ``_ . /`` where each piece keeps :data:`MIN_PIECE` characters (``options.`` and
+    ``gradient_accumulation``, never ``samples/`` and ``s``)."""
+    out: List[str] = []
+    for piece in _pieces(word, _HEADER_SEPARATORS):
+        if out and (cells(out[-1]) < MIN_PIECE or cells(piece) < MIN_PIECE):
+            out[-1] += piece
+        else:
+            out.append(piece)
+    return out
+
+
 def _fold_header(header: str, width: int) -> Optional[List[str]]:
     """``header`` folded at spaces, and a word wider than ``width`` after ``_ . /``; None when a piece is still
     wider (a word is never split)."""
     lines: List[str] = []
     cur = ""
     for word in header.split():
-        pieces = [word] if cells(word) <= width else _pieces(word, _HEADER_SEPARATORS)
+        pieces = [word] if cells(word) <= width else _header_pieces(word)
         if any(cells(p) > width for p in pieces):
             return None
         for n, piece in enumerate(pieces):
@@ -282,7 +299,7 @@ class _Shape:
             return cells(" ".join(words))
         need = max(cells(w) for w in words)
         if level >= 2:
-            need = max(cells(p) for w in words for p in _pieces(w, _HEADER_SEPARATORS))
+            need = max(cells(p) for w in words for p in _header_pieces(w))
         if level >= 3 and self.abbreviation:
             need = min(need, cells(self.abbreviation))
         return need
@@ -339,7 +356,7 @@ class Table:
         if not shapes:
             return []
         room = width - GAP * (len(shapes) - 1)
-        level = next((lv for lv in (1, 2, 3) if sum(s.need(lv) for s in shapes) <= room), None)
+        level = next((lv for lv in (2, 3) if sum(s.need(lv) for s in shapes) <= room), None)
         if level is None:
             return None
         out = [s.need(level) for s in shapes]
@@ -361,9 +378,13 @@ class Table:
                 for n in below[:room - sum(out)]:
                     out[n] += 1
 
-        whole([s.need(1) for s in shapes])  # headers folded at spaces only
-        even([max(s.natural, s.need(1)) for s in shapes], [n for n in order if not shapes[n].figure])
-        whole([max(s.natural, s.need(0)) for s in shapes])  # headers on one line
+        # What the room left buys, in order: the declared abbreviations' headers back, text cells on fewer lines
+        # (a folded cell costs a line per row, a folded header one line), headers folded at spaces only, headers
+        # on one line.
+        whole([s.need(2) for s in shapes])
+        even([max(s.natural, s.need(2)) for s in shapes], [n for n in order if not shapes[n].figure])
+        whole([s.need(1) for s in shapes])
+        whole([max(s.natural, s.need(0)) for s in shapes])
         return out
 
     def lines(self, width: Optional[int] = None) -> List[List[Segment]]:
