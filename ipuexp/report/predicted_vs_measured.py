@@ -7,11 +7,12 @@ different calibrations (the ``calibration`` tag) are not comparable either: ``ca
 """
 from __future__ import annotations
 
+import math
 import statistics
 import textwrap
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ipuexp.report.sweep import Point, ReportError, Sweep, swept_options
 from ipuexp.units import column_unit, human_bytes
@@ -119,16 +120,28 @@ def plot_measured(sweep: Sweep, path: Path) -> Path:
     unit = rate_label(points)
     fig = Figure(figsize=(6.5, 6), layout="constrained")
     ax = fig.add_subplot()
-    groups = [("inside its error band", "C0", True), ("outside its error band", "C3", False),
-              ("no error band logged", "0.5", None)]
-    for label, color, inside in groups:
-        group = [p for p in points if in_band(p) is inside]
-        if group:
-            ax.errorbar([p.ipu_measured for p in group], [p.rate for p in group], fmt="o", color=color, capsize=4,
-                        yerr=[p.rate * (p.error_band_pct or 0.0) / 100.0 for p in group], label=label, zorder=3)
-    values = [v for p in points for v in (p.ipu_measured, p.rate * (1 + (p.error_band_pct or 0) / 100),
-                                          p.rate * (1 - min(p.error_band_pct or 0, 90) / 100))]
+    colors = {True: "C0", False: "C3", None: "0.5"}
+    ends = [band_ends(p) for p in points]
+    values = [v for p, (low, high) in zip(points, ends) for v in (p.ipu_measured, p.rate, low, high) if v]
     lo, hi = min(values) / 1.15, max(values) * 1.15  # one range on both axes: y = x is the diagonal
+    seen: Dict[Tuple[float, float], int] = {}
+    for n, (p, (low, high)) in enumerate(zip(points, ends), 1):
+        color, marker = colors[in_band(p)], MARKERS[(n - 1) % len(MARKERS)]
+        # Runs at the same spot: each its own marker, smaller over larger and hollow, so every one shows.
+        spot = (round(math.log(p.ipu_measured), 2), round(math.log(p.rate), 2))
+        k = seen[spot] = seen.get(spot, -1) + 1
+        bottom = low if low is not None else lo  # a band of 100% or more reaches zero: down to the axis
+        ax.errorbar([p.ipu_measured], [p.rate], yerr=[[p.rate - bottom], [high - p.rate]], fmt=marker,
+                    color=color, markersize=max(10 - 3 * k, 4), markerfacecolor="none", markeredgewidth=1.5,
+                    capsize=4, zorder=3 + k, label=_clip(f"{n}: {p.name}", 60))
+        if low is None:
+            ax.plot([p.ipu_measured], [lo], marker="v", color=color, markersize=7, zorder=3, clip_on=False)
+    for label, inside in (("inside its error band", True), ("outside its error band", False),
+                          ("no error band logged", None)):
+        if any(in_band(p) is inside for p in points):
+            ax.plot([], [], linestyle="-", color=colors[inside], label=label)
+    if any(low is None for low, _ in ends):
+        ax.plot([], [], marker="v", linestyle="none", color="0.3", label="band reaches zero (100% or more)")
     ax.plot([lo, hi], [lo, hi], color="0.3", linestyle="--", linewidth=1, label="predicted = measured", zorder=2)
     ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), aspect="equal",
            xlabel=f"measured on an IPU system ({unit})", ylabel=f"predicted ± error band ({unit})",
@@ -139,6 +152,21 @@ def plot_measured(sweep: Sweep, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     return path
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+MARKERS = ("o", "s", "^", "D", "P", "X", "*", "h")
+"""One marker per run (cycled), so runs at the same spot are told apart; the colour says in band or not."""
+
+
+def band_ends(p: Point) -> Tuple[Optional[float], float]:
+    """The ends of the prediction's error band, rate x (1 - band) and rate x (1 + band) as ``in_band`` reads it;
+    the lower end None when the band is 100% or more (it reaches zero, which a log axis cannot show)."""
+    band = (p.error_band_pct or 0.0) / 100.0
+    return (p.rate * (1.0 - band) if band < 1.0 else None), p.rate * (1.0 + band)
 
 
 def _ticks(ax: Any, lo: float, hi: float) -> None:
