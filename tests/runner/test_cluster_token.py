@@ -44,10 +44,10 @@ def test_sweep_joins_a_token_cluster_through_ray_client(tmp_path: Path) -> None:
         client_home.mkdir()
         env = _env(client_home, tmp_path)
         env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=TOKEN)
-        out = subprocess.run([sys.executable, "-m", "ipuexp", "-m", "+recipe=bert_large",
-                              "options.gradient_accumulation=1024,2048", f"runner.ray.address=ray://127.0.0.1:{port + 1}",
-                              "tracking.enabled=false"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                             timeout=600)
+        command = [sys.executable, "-m", "ipuexp", "-m", "+recipe=bert_large",
+                   "options.gradient_accumulation=1024,2048", f"runner.ray.address=ray://127.0.0.1:{port + 1}",
+                   "tracking.enabled=false"]
+        out = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
         assert "2 done, 0 failed" in out.stdout
     finally:
