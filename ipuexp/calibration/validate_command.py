@@ -190,6 +190,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     print_report(report, cfg)
     if args.plot:
         plot(report, Path(args.plot))
+        print(f"Wrote the predicted-vs-published plot to {args.plot}")
     if args.fit:
         rows = [o.row.id for o in report.fitted]
         for gen in GENERATIONS:
