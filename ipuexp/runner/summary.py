@@ -193,16 +193,21 @@ def render(outcomes: Sequence[Outcome], top: Optional[Outcome] = None) -> Any:
     show_mem = any(_memory(o.result) for o in outcomes)
     show_step = any(_get(o.result, "throughput", "step_time_s") is not None for o in outcomes)
     show_value = not show_tput and any(_value(o.result) for o in outcomes)
+    # Packed points are ranked by sequences per second: the column shows what the rows are ordered by.
+    packed = any(o.sequences_per_s is not None for o in outcomes)
+    steps = [_get(o.result, "throughput", "step_time_s") for o in outcomes]
+    step_decimals = _step_decimals([s for s in steps if s is not None])
     top = top if top is not None else best(outcomes)
     rows, styles = [], []
     for o in ordered(outcomes):
         values = dict(ov.partition("=")[::2] for ov in o.overrides)
         row = [str(o.idx)] + [shown(values.get(k, "")) for k in keys] + [o.status]
         if show_tput:
-            row.append(f"{o.samples_per_s:,.1f}" if o.samples_per_s is not None else "")
+            rate = o.rate if packed else o.samples_per_s
+            row.append(f"{rate:,.1f}" if rate is not None else "")
         if show_step:
             step = _get(o.result, "throughput", "step_time_s")
-            row.append(f"{step:.4g}" if step is not None else "")
+            row.append(f"{step:.{step_decimals}f}" if step is not None else "")
         if show_mem:
             row.append(_memory(o.result) or "")
         if show_value:
@@ -215,9 +220,19 @@ def render(outcomes: Sequence[Outcome], top: Optional[Outcome] = None) -> Any:
                     figure=None if all(len(r[n + 1].split()) <= 1 for r in rows) else False)
              for n, k in enumerate(keys)]
     columns = ([Column("#", figure=True)] + keyed + [Column("status", figure=False)]
-               + [Column("samples/s", figure=True)] * show_tput + [Column("step s", figure=True)] * show_step
+               + [Column("sequences/s" if packed else "samples/s", figure=True)] * show_tput
+               + [Column("step s", figure=True)] * show_step
                + [Column("max IPU memory", figure=True)] * show_mem + [Column("result", figure=False)] * show_value)
     return Table(columns, rows, styles=styles)
+
+
+def _step_decimals(steps: Sequence[float]) -> int:
+    """One number of decimals for a column of step times: 4 significant digits of the longest (66.14, 20.00, 9.48;
+    0.008769, 0.004749)."""
+    import math
+
+    longest = max((s for s in steps if s > 0), default=0.0)
+    return 0 if longest <= 0 else max(0, 3 - math.floor(math.log10(longest)))
 
 
 def _unique_tail(keys: Sequence[str], key: str) -> bool:
