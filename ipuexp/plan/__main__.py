@@ -73,6 +73,12 @@ def main(argv: Optional[List[str]] = None) -> int:
             from ipuexp.config.checks import check_writable
 
             check_writable("plan.out_dir", settings.out_dir)
+        if base.tracking.enabled:  # the store is opened aside while the search runs: a store that is not there
+            from ipuexp.tracking.probe import check_store  # is found now
+            from ipuexp.tracking.store import tracking_uri
+
+            check_store("tracking.uri", base.tracking.uri or tracking_uri(base), tracking_uri(base),
+                        float(base.tracking.timeout_s))
     except ConfigError as err:
         print(f"ipuexp.plan: config error: {err}", file=sys.stderr)
         return EXIT_CONFIG_ERROR

@@ -7,6 +7,8 @@ compare in one MLflow table.
 """
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -30,8 +32,9 @@ def _metrics(o: Outcome) -> Dict[str, float]:
     return out
 
 
-class PlanRun:
-    """The MLflow parent run of one ``python -m ipuexp.plan``."""
+class PlanRecord:
+    """The MLflow parent run of one ``python -m ipuexp.plan``, recorded from this process (``PlanRun`` runs it in a
+    forked one)."""
 
     def __init__(self, base: ExperimentConfig, settings: PlanConfig, overrides: List[str]):
         from mlflow.entities import Param
@@ -116,3 +119,126 @@ class PlanRun:
                 self._call(c.set_terminated, child.info.run_id, "FAILED")
                 raise
             self._call(c.set_terminated, child.info.run_id, "FINISHED")
+
+
+class PlanRun:
+    """``PlanRecord`` in a forked process, which imports MLflow, opens its store and the parent run while the search
+    runs here (a second or two on the other core that the search would otherwise wait for); ``finish`` and ``fail``
+    are sent to it and answered. An error it meets comes back as the exception it raised; where a platform has no
+    ``fork``, the record is made here."""
+
+    def __init__(self, base: ExperimentConfig, settings: PlanConfig, overrides: List[str]):
+        from multiprocessing.connection import Pipe
+
+        from ipuexp.tracking.store import experiment_name
+
+        self.experiment_name = experiment_name(base)
+        self.ended = False
+        self._run_id: Optional[str] = None
+        self._here: Optional[PlanRecord] = None
+        self._opened = False
+        if not hasattr(os, "fork"):
+            self._here = PlanRecord(base, settings, overrides)
+            self._run_id = self._here.run_id
+            return
+        self._conn, theirs = Pipe()
+        self._pid = os.fork()
+        if self._pid == 0:  # the child: record, answer, leave without the parent's exit handlers
+            code = 1
+            try:
+                self._conn.close()
+                signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent reports an interruption (``fail``)
+                code = _record(theirs, base, settings, overrides)
+            finally:
+                os._exit(code)
+        theirs.close()
+
+    @property
+    def run_id(self) -> str:
+        self._open()
+        return str(self._run_id)
+
+    def _open(self) -> None:
+        if self._here is None and not self._opened:
+            self._opened = True
+            try:
+                self._run_id = self._answer()
+            except BaseException:
+                self.ended = True  # no run was opened: nothing to end
+                self._close()
+                raise
+
+    def _answer(self) -> Any:
+        try:
+            kind, value = self._conn.recv()
+        except EOFError:
+            raise RuntimeError("the process recording the plan in MLflow ended without an answer") from None
+        if kind == "error":
+            raise value
+        return value
+
+    def finish(self, plan: Plan, top: List[Outcome], paths: Dict[str, Path], failure: Optional[str] = None) -> str:
+        """``PlanRecord.finish``: the search and the top candidates; FINISHED, or FAILED with ``failure``."""
+        if self._here is not None:
+            rid = self._here.finish(plan, top, paths, failure)
+        else:
+            self._open()
+            self._conn.send(("finish", (plan, top, paths, failure)))
+            rid = self._answer()
+            self._close()
+        self.ended = True
+        return rid
+
+    def fail(self, reason: str) -> None:
+        """``PlanRecord.fail``: FAILED with ``reason``."""
+        if self._here is not None:
+            self._here.fail(reason)
+        else:
+            self._open()
+            if self.ended:
+                return
+            self._conn.send(("fail", (reason,)))
+            self._answer()
+            self._close()
+        self.ended = True
+
+    def _close(self) -> None:
+        self._conn.close()
+        try:
+            os.waitpid(self._pid, 0)
+        except ChildProcessError:
+            pass
+
+
+def _record(conn: Any, base: ExperimentConfig, settings: PlanConfig, overrides: List[str]) -> int:
+    """The forked recorder: open the run, then carry out one ``finish`` or ``fail``; the parent ending first (its
+    end of the pipe closed) fails the run."""
+    import pickle
+
+    try:
+        record = PlanRecord(base, settings, overrides)
+    except BaseException as exc:
+        conn.send(("error", _sendable(exc, pickle)))
+        return 1
+    conn.send(("opened", record.run_id))
+    try:
+        kind, args = conn.recv()
+    except EOFError:
+        record.fail("the planner ended before it recorded its plan")
+        return 1
+    try:
+        conn.send(("done", getattr(record, kind)(*args)))
+    except BaseException as exc:
+        conn.send(("error", _sendable(exc, pickle)))
+        return 1
+    return 0
+
+
+def _sendable(exc: BaseException, pickle: Any) -> BaseException:
+    """``exc`` if it survives pickling, else a RuntimeError with its one line (an MLflow or SQLAlchemy error the
+    parent, which never imported MLflow, could not rebuild)."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
