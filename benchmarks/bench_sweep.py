@@ -59,15 +59,20 @@ class Sweep:
     """Wall-clock time the first job began writing its folder (its ``.hydra`` files), if any did."""
 
     @property
+    def text(self) -> str:
+        """The output with its lines joined: the console folds a long line between words."""
+        return " ".join(self.stdout.split())
+
+    @property
     def task_s(self) -> Optional[float]:
         """Mean time per job in the task function, from the launcher's summary line."""
-        m = re.search(r"per job (\d+) ms in the task", self.stdout)
+        m = re.search(r"per job (\d+) ms in the task", self.text)
         return int(m.group(1)) / 1000 if m else None
 
     @property
     def slots(self) -> str:
         """Jobs run at once, from the launcher's summary line (1 in this process)."""
-        m = re.search(r"(\d+) at a time", self.stdout)
+        m = re.search(r"(\d+) at a time", self.text)
         return m.group(1) if m else "?"
 
     @property
@@ -78,7 +83,7 @@ class Sweep:
 
     @property
     def headline(self) -> str:
-        m = re.search(r"(\d+) done, (\d+) failed, (\d+) out of memory", self.stdout)
+        m = re.search(r"(\d+) done, (\d+) failed, (\d+) out of memory", self.text)
         return m.group(0) if m else "no summary"
 
 

@@ -23,3 +23,11 @@ def test_time_to_first_job():
     assert bench.secs(sweep.to_first_job_s) == "3.5 s"
     none = bench.Sweep(1.0, "", 1, 0, started=1000.0)
     assert "nan" not in bench.secs(none.to_first_job_s)
+
+
+def test_figures_read_across_folded_lines():
+    bench = _bench()
+    sweep = bench.Sweep(1.0, "Sweep x: 100 done, 0\n    failed, 0 out of memory\n100 jobs in 3 s, 2 at a\n    time; "
+                             "per job 49\n    ms in the task", 0, 100)
+    assert sweep.headline == "100 done, 0 failed, 0 out of memory"
+    assert sweep.task_s == 0.049 and sweep.slots == "2"
