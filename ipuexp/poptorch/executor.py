@@ -172,6 +172,7 @@ class PoplarExecutor:
 
     def _train(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         from ipuexp.poptorch.session import current
+        from ipuexp.training.executor import add_replica
 
         start = time.perf_counter()
         layout = self._layout(args, kwargs)
@@ -197,11 +198,7 @@ class PoplarExecutor:
                 grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
                 for p in params:
                     p.grad = None
-                if summed is None:
-                    summed = grads
-                else:
-                    for s, g in zip(summed, grads):
-                        s.add_(g)
+                summed = add_replica(summed, grads)
                 results.append(replica)
             divisor = (ga * replicas if mean else 1) * scale
             if scaler.update(summed or []):  # False: a gradient overflowed under automatic loss scaling

@@ -61,6 +61,16 @@ class HostOutput:
         return int((pred == self.labels.to(pred.device)).sum()), int(self.labels.numel())
 
 
+def add_replica(summed: Optional[List[torch.Tensor]], grads: List[torch.Tensor]) -> List[torch.Tensor]:
+    """One replica's gradients added into the sum over the replicas so far (the all-reduce of a data-parallel
+    weight update, done in place); the first replica's are the sum."""
+    if summed is None:
+        return grads
+    for a, b in zip(summed, grads):
+        a.add_(b)
+    return summed
+
+
 def _float(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.is_floating_point()
 
@@ -201,12 +211,7 @@ class Executor:
             summed: Optional[List[torch.Tensor]] = None
             for r in range(replicas):
                 per_replica.append(self._run_pipeline(self._micro_batches(batch, d, r), self.train_order, True))
-                grads = self._take_grads()
-                if summed is None:
-                    summed = grads
-                else:
-                    for a, b in zip(summed, grads):
-                        a.add_(b)
+                summed = add_replica(summed, self._take_grads())
             results.append(per_replica)
             updates += self._update(summed or [])
         self.updates += updates
