@@ -64,8 +64,10 @@ def print_result(result: Result, console: Any = None) -> None:
         rows = [(str(ipu.ipu), human_bytes(ipu.total_bytes, 1, total),
                  f"{ipu.total_bytes / max(ipu.capacity_bytes, 1):.0%}", human_bytes(ipu.always_live_bytes, 1, always),
                  human_bytes(ipu.not_always_live_bytes, 1, rest), human_bytes(ipu.max_tile_bytes, 1, "KiB"),
-                 str(ipu.max_tile), Text("yes") if ipu.fits else Text("no", style="red")) for ipu in ipus]
-        headers = ("IPU", "total", "of IPU", "always live", "not always live", "fullest tile", "tile")
+                 Text("yes") if ipu.fits else Text("no", style="red")) for ipu in ipus]
+        # Which tile is fullest is not shown: the memory model puts an IPU's extra load (code, exchange buffers) on
+        # its first tile, so the column would only repeat each IPU's first tile number (``result.json`` keeps it).
+        headers = ("IPU", "total", "of IPU", "always live", "not always live", "fullest tile")
         mem = Table([*(Column(h, figure=True) for h in headers), Column("fits", figure=False, align="right")], rows,
                     title="Memory per IPU (fullest tile decides)")
         console.print(mem)
