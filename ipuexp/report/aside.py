@@ -2,13 +2,14 @@
 memory charts, the trace) take seconds of matplotlib and JSON, which the other core can spend while this process
 opens the run's MLflow store or writes the trace.
 
-A child that fails (or a platform without ``fork``) changes nothing but where the work runs: ``join`` does it in
-this process, so the files are the same either way.
+A child that fails (or a platform without ``fork``, or a process with other threads) changes nothing but where the
+work runs: ``join`` does it in this process, so the files are the same either way.
 """
 from __future__ import annotations
 
 import os
 import signal
+import threading
 from typing import Callable
 
 
@@ -17,7 +18,9 @@ def start_aside(work: Callable[[], object]) -> Callable[..., bool]:
     did not finish ``work`` (or could not be forked), runs it in this process when ``check`` (returns whether the
     child did it)."""
     pid = 0
-    if hasattr(os, "fork"):
+    # Only a process with one thread forks: a child of a threaded one (a Ray worker) could wait forever on a lock
+    # another thread held at the fork (logging's, an import's). There the work is done in ``join``.
+    if hasattr(os, "fork") and threading.active_count() == 1:
         try:
             pid = os.fork()
         except OSError:
