@@ -3,7 +3,7 @@
 Format: the Trace Event Format's complete events (``"ph": "X"``, microsecond ``ts``/``dur``) plus ``thread_name``
 metadata naming each track. A pass and the exchange that closes it are one event (the exchange share is in its
 ``args``), which halves the size of long steps; a path ending in ``.gz`` is written gzip-compressed (both viewers
-open it as it is).
+open it as it is), with no time stamp in its header, so the same step gives the same bytes.
 """
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def write_trace(events: Iterable[Event], path: Union[str, Path], title: str = "i
     tail = dump({"generator": "ipuexp", "title": title})
     data = ('{"traceEvents":[' + ",".join(itertools.chain(head, _json_events(_merged(events))))
             + f'],"displayTimeUnit":"ms","otherData":{tail}}}').encode()
-    path.write_bytes(gzip.compress(data, compresslevel=6) if path.suffix == ".gz" else data)
+    path.write_bytes(gzip.compress(data, compresslevel=6, mtime=0) if path.suffix == ".gz" else data)
     return path
 
 
