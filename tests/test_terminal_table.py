@@ -3,7 +3,9 @@ and to a terminal."""
 from __future__ import annotations
 
 import io
+import os
 import re
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -73,8 +75,8 @@ def test_a_terminal_gets_its_own_width_and_styles_that_fit(width, monkeypatch):
             return 1
 
     out = Tty()
-    monkeypatch.setattr(tt.sys, "stdout", out)
-    monkeypatch.setattr(tt.os, "get_terminal_size", lambda fd: tt.os.terminal_size((width, 24)))
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd: os.terminal_size((width, 24)))
     monkeypatch.setenv("COLUMNS", "33")
     assert terminal_width() == width
     from rich.console import Console
@@ -88,7 +90,7 @@ def test_a_terminal_gets_its_own_width_and_styles_that_fit(width, monkeypatch):
 
 
 def test_the_width_is_the_terminal_then_columns_then_80(monkeypatch):
-    monkeypatch.setattr(tt.sys, "stdout", io.StringIO())
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
     monkeypatch.delenv("COLUMNS", raising=False)
     assert terminal_width() == 80
     monkeypatch.setenv("COLUMNS", "100")
