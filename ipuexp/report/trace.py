@@ -89,7 +89,7 @@ def write_trace(events: Iterable[Event], path: Union[str, Path], title: str = "i
     tail = dump({"generator": "ipuexp", "title": title})
     data = ('{"traceEvents":[' + ",".join(itertools.chain(head, _json_events(_merged(events))))
             + f'],"displayTimeUnit":"ms","otherData":{tail}}}').encode()
-    path.write_bytes(gzip.compress(data, compresslevel=6, mtime=0) if path.suffix == ".gz" else data)
+    path.write_bytes(gzip.compress(data, compresslevel=1, mtime=0) if path.suffix == ".gz" else data)
     return path
 
 
