@@ -53,8 +53,8 @@ NOT_RUN: Dict[str, str] = {
                                                                       "tests/tracking check the probe",
 }
 SLOW: Dict[str, str] = {
-    "python -m ipuexp.plan": "a plan searches thousands of candidates (40-60 s); tests/plan check the planner",
-    "python -m ipuexp.validate": "refits every calibration row (30 s); tests/calibration check it",
+    "python -m ipuexp.plan": "a plan searches thousands of candidates (about 20 s); tests/plan check the planner",
+    "python -m ipuexp.validate": "refits every calibration row (about 12 s); tests/calibration check it",
     "python -m ipuexp -m +recipe=bert_large +sweep=ga_di_io": "48 jobs; the 9-point sweeps of the README run",
     "python -m ipuexp -m +recipe=bert_large +sweep=amp": "24 jobs; the 9-point sweeps of the README run",
     "python -m ipuexp model=hf model.hf.config=bert-base-uncased": "imports Transformers (the hf extra); its "
