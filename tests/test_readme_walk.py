@@ -203,8 +203,7 @@ _NORMALISE = [
     (re.compile(r"(per job )[\d.,]+ (m?s in the task, )[\d.,]+ (m?s in Hydra's run_job around it, )[\d.,]+ (m?s)"),
      r"\1T \2T \3T \4"),
     # What a PopTorch script's numerics measured on this host (not a prediction).
-    (re.compile(r"final loss ([\d.]+), [\d,]+ samples/s \(predicted on the$"),
-     r"final loss \1, N samples/s (predicted on the"),
+    (re.compile(r"^(ipuexp\.poptorch: this host ran them at )[\d,]+ (samples/s)$"), r"\1N \2"),
 ]
 
 

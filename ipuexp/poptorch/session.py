@@ -139,8 +139,10 @@ class Session:
                 final_loss=self.last_loss, samples_per_s=self.samples / self.seconds if self.seconds else 0.0,
                 steps=self.steps, predicted_samples_per_s=result.throughput.samples_per_s)
             f = result.functional
-            _say(f"{f.steps} weight updates on this host, final loss {f.final_loss:.4f}, {f.samples_per_s:,.0f} "
-                 f"samples/s (predicted on the IPUs: {f.predicted_samples_per_s:,.0f}); result.json updated")
+            _say(f"{f.steps} weight updates on this host, final loss {f.final_loss:.4f} (predicted on the IPUs: "
+                 f"{f.predicted_samples_per_s:,.0f} samples/s); result.json updated")
+            # A line of its own: how fast this host ran the numerics varies, the line above does not.
+            _say(f"this host ran them at {f.samples_per_s:,.0f} samples/s")
         self.job = None
         if error is None:
             self._stack.close()
