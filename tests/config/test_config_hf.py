@@ -32,18 +32,29 @@ def test_bad_hf_values_are_one_line(overrides, message):
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
-def test_the_rule_table_builds_a_transformers_model_once_per_configuration(compose_config, monkeypatch, tmp_path):
-    # A plan checks thousands of configurations of one model: its blocks are found once, not on every check.
-    import ipuexp.models as models
-    from ipuexp.config.validate import validate
+HF_BERT = ["model=hf", "model.hf.config=bert-base-uncased", "options.pipeline.layers_per_ipu=[3,3,3,3]",
+           "options.gradient_accumulation=64"]
 
-    monkeypatch.setenv("IPUEXP_CACHE_DIR", str(tmp_path))
-    built = []
+
+def _count_builds(monkeypatch, cache_dir) -> list:
+    """Each model build appended to the returned list; no layer blocks known in this process, captures in
+    ``cache_dir``."""
+    import ipuexp.models as models
+
+    monkeypatch.setenv("IPUEXP_CACHE_DIR", str(cache_dir))
+    built: list = []
     real = models.build_model
     monkeypatch.setattr(models, "build_model", lambda cfg: built.append(1) or real(cfg))
     monkeypatch.setattr(models, "_FLAGS", {})
-    cfg = compose_config(["model=hf", "model.hf.config=bert-base-uncased",
-                          "options.pipeline.layers_per_ipu=[3,3,3,3]", "options.gradient_accumulation=64"])
+    return built
+
+
+def test_the_rule_table_builds_a_transformers_model_once_per_configuration(compose_config, monkeypatch, tmp_path):
+    # A plan checks thousands of configurations of one model: its blocks are found once, not on every check.
+    from ipuexp.config.validate import validate
+
+    built = _count_builds(monkeypatch, tmp_path)
+    cfg = compose_config(HF_BERT)
     validate(cfg)
     validate(cfg)
     assert len(built) == 1
@@ -59,13 +70,8 @@ def test_a_later_process_reads_the_layer_blocks_from_disk(compose_config, monkey
     import ipuexp.models as models
     from ipuexp.config.validate import validate
 
-    monkeypatch.setenv("IPUEXP_CACHE_DIR", str(tmp_path))
-    built = []
-    real = models.build_model
-    monkeypatch.setattr(models, "build_model", lambda cfg: built.append(1) or real(cfg))
-    monkeypatch.setattr(models, "_FLAGS", {})
-    cfg = compose_config(["model=hf", "model.hf.config=bert-base-uncased",
-                          "options.pipeline.layers_per_ipu=[3,3,3,3]", "options.gradient_accumulation=64"])
+    built = _count_builds(monkeypatch, tmp_path)
+    cfg = compose_config(HF_BERT)
     validate(cfg)
     stored = list((tmp_path / "layer-flags").glob("*.json"))
     assert len(built) == 1 and len(stored) == 1

@@ -10,23 +10,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, List, Sequence
 
 import pytest
+from hydra_state import _ipuexp_configs, _restore_hydra  # noqa: F401  (fixtures, found by name)
 
 LIGHT_RAY = ["hydra/launcher=ray", "hydra.launcher.num_cpus=2", "hydra.launcher.object_store_memory=100000000"]
 """Launcher overrides for a 2-core CI machine (Ray's object store minimum is 75 MB)."""
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _ipuexp_configs() -> None:
-    """The schema and recipes in Hydra's ConfigStore (once per process, before any test saves Hydra's state)."""
-    from ipuexp.config.store import register
-
-    register()
-
-
-@pytest.fixture(autouse=True)
-def _restore_hydra(_ipuexp_configs: None, hydra_restore_singletons: None) -> Iterator[None]:
-    """Hydra's process-wide state (ConfigStore, version base, ...) as it was before each test."""
-    yield
 
 
 @pytest.fixture(scope="module")

@@ -1,21 +1,5 @@
 """Helpers for the sweep-choosing tests: the schema in Hydra's ConfigStore, and Hydra's state restored after each
-test."""
+test (``hydra_state``)."""
 from __future__ import annotations
 
-from typing import Iterator
-
-import pytest
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _ipuexp_configs() -> None:
-    """The schema and recipes in Hydra's ConfigStore (once per process, before any test saves Hydra's state)."""
-    from ipuexp.config.store import register
-
-    register()
-
-
-@pytest.fixture(autouse=True)
-def _restore_hydra(_ipuexp_configs: None, hydra_restore_singletons: None) -> Iterator[None]:
-    """Hydra's process-wide state (ConfigStore, version base, ...) as it was before each test."""
-    yield
+from hydra_state import _ipuexp_configs, _restore_hydra  # noqa: F401  (fixtures, found by name)
