@@ -29,7 +29,7 @@ from typing import Any, Dict, Sequence, Tuple
 
 import numpy as np
 
-from ipuexp.graph.types import BlockCapture, OpRecord
+from ipuexp.graph.types import BlockCapture, BlockKey, OpRecord
 from ipuexp.execution.hardware import TileContext
 
 MAX_SERIAL_SPLIT = 64
@@ -357,17 +357,24 @@ def block_cycles(block: BlockCapture, ctx: TileContext) -> BlockCycles:
 
 def blocks_cycles(blocks: Sequence[BlockCapture], ctx: TileContext,
                   memo: Dict[Tuple[Any, ...], BlockCycles] | None = None) -> BlockCycles:
-    """Sum over ``blocks``; ``memo`` (one per ``ctx``) shares the cost of identical layers."""
-    memo = {} if memo is None else memo
+    """Sum over ``blocks`` (read it, never change it: it is shared). ``memo`` is accepted for callers that keep one
+    per ``ctx``; identical layers and stages share their cost through the bounded caches anyway."""
+    return _stage_cycles(tuple(b.key for b in blocks), ctx)
+
+
+@lru_cache(maxsize=8192)
+def _stage_cycles(keys: Tuple[BlockKey, ...], ctx: TileContext) -> BlockCycles:
     fwd, bwd = Cycles(), Cycles()
-    for block in blocks:
-        key = block.signature
-        bc = memo.get(key)
-        if bc is None:
-            bc = memo[key] = block_cycles(block, ctx)
+    for key in keys:
+        bc = _block_cycles(key, ctx)
         fwd += bc.fwd
         bwd += bc.bwd
     return BlockCycles(fwd, bwd)
+
+
+@lru_cache(maxsize=8192)
+def _block_cycles(key: BlockKey, ctx: TileContext) -> BlockCycles:
+    return block_cycles(key.block, ctx)
 
 
 def vector_cycles(nbytes: float, ctx: TileContext, supersteps: int = 1) -> Cycles:

@@ -21,6 +21,7 @@ the checkpoints (or saved activations) kept from the forward pass for the backwa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ipuexp.emulator.code_size import SERIALISED_OP_UNITS, CodeUnits, code_bytes
@@ -30,7 +31,7 @@ from ipuexp.emulator.oom import FailingIPU, oom_lines
 from ipuexp.emulator.stash import Held, StageStash, stage_stash, unpipelined_held
 from ipuexp.emulator.tiles import TileLoad, tile0_excess, tile_load
 from ipuexp.emulator.variables import place
-from ipuexp.graph.types import Graph, Stage, TensorInfo
+from ipuexp.graph.types import BlockKey, Graph, Stage, TensorInfo
 from ipuexp.execution.execution import ExecutionPlan, tile_context
 from ipuexp.execution.precision import is_float, tensor_bytes
 from ipuexp.result import IPUMemory, MemoryFigures
@@ -63,11 +64,10 @@ class IPUPlan:
         return max(self.steps, key=lambda st: sum(st[1].values())) if self.steps else ("", {})
 
 def plan_ipus(plan: ExecutionPlan, graph: Graph, block_memo: Optional[Dict[Any, Dict]] = None) -> List[IPUPlan]:
-    """Memory plans of every IPU of one replica. ``block_memo`` lets callers that model many plans of one graph
-    share each block's temporaries and code keys across them (they depend only on the block, its IPU's tile
-    context and the settings in the key)."""
+    """Memory plans of every IPU of one replica. ``block_memo`` is accepted and unused: each block's temporaries
+    and code keys are shared through a bounded cache (they depend only on the block, its IPU's tile context, the
+    settings in the key and the tied table)."""
     s = memory_settings(plan)
-    shared: Dict[Any, Dict] = {} if block_memo is None else block_memo
     stages = plan.stages
     recompute = plan.recompute
     vocab = max((b.tied_parameters for b in graph.blocks), default=0)
@@ -78,17 +78,17 @@ def plan_ipus(plan: ExecutionPlan, graph: Graph, block_memo: Optional[Dict[Any, 
         own = [st for st in stages if st.ipu == ipu]
         ctx = tile_context(plan, position)
         amp = ctx.amp_proportion
-        figs: Dict[Tuple[Any, ...], BlockFigures] = shared.setdefault((ctx, s.training, s.serialisation, vocab), {})
         block_figs: Dict[int, BlockFigures] = {}
         for st in own:
             for b in st.blocks:
-                sig = b.signature
-                if sig not in figs:
-                    figs[sig] = block_figures(b, s, ctx, vocab)
-                block_figs[id(b)] = figs[sig]
+                block_figs[id(b)] = _figures(b.key, ctx, s.training, s.serialisation, vocab)
         plans.append(_plan_ipu(ipu, own, stages, s, amp, recompute, plan.stash_depths, block_figs, owner_ipu, vocab,
                                first_inputs))
     return plans
+
+@lru_cache(maxsize=8192)
+def _figures(key: BlockKey, ctx: Any, training: bool, serialisation: int, vocab: int) -> BlockFigures:
+    return block_figures(key.block, training, serialisation, ctx, vocab)
 
 def _tied_owner_ipu(stages: Sequence[Stage], tied: int) -> Optional[int]:
     """IPU of the block that owns the tied table: the first whose largest parameter is that big."""

@@ -73,14 +73,14 @@ class BlockFigures:
     code_keys: Set[Tuple[Any, ...]]
     serialised: Set[Tuple[Any, ...]]
 
-def block_figures(b: BlockCapture, s: MemorySettings, ctx: Any, vocab: int) -> BlockFigures:
-    """One pass over a block's records: planner temporaries (``ctx``: the IPU's ``TileContext``) and outlined
-    code keys."""
+def block_figures(b: BlockCapture, training: bool, serialisation: int, ctx: Any, vocab: int) -> BlockFigures:
+    """One pass over a block's records: planner temporaries (``ctx``: the IPU's ``TileContext``; ``serialisation``:
+    ``MemorySettings.serialisation``) and outlined code keys."""
     temp = {"fwd": 0, "bwd": 0}
     keys: Set[Tuple[Any, ...]] = set()
     serialised: Set[Tuple[Any, ...]] = set()
     for r in b.ops:
-        if r.phase == "bwd" and not s.training:
+        if r.phase == "bwd" and not training:
             continue
         count = max(r.count, 1)
         key = (r.op, r.phase, tuple(r.matmul_shape) if r.matmul_shape else None, r.elements_read // count,
@@ -88,7 +88,7 @@ def block_figures(b: BlockCapture, s: MemorySettings, ctx: Any, vocab: int) -> B
         if r.elements_read or r.elements_written:  # views and reshapes emit no code
             keys.add(key)
         if r.matmul_shape and r.kind in ("matmul", "conv"):
-            t = matmul_temporary(r, ctx, vocab, s.serialisation)
+            t = matmul_temporary(r, ctx, vocab, serialisation)
             temp[r.phase] = max(temp[r.phase], t.bytes)
             if t.serial_pieces > 1:
                 serialised.add(key)

@@ -59,11 +59,11 @@ class StepAnalysis:
 
 
 
-def _stage_work(plan: ExecutionPlan, stage: Stage, ctx: TileContext, memo: Dict) -> StageWork:
+def _stage_work(plan: ExecutionPlan, stage: Stage, ctx: TileContext) -> StageWork:
     opts, r = plan.options, plan.rates
     pb = plan.precision
     clock = r.clock_hz
-    bc = blocks_cycles(stage.blocks, ctx, memo)
+    bc = blocks_cycles(stage.blocks, ctx)
     fwd, bwd = bc.fwd, Cycles(bc.bwd.compute, bc.bwd.exchange) if plan.training else Cycles()
     params = stage.parameters
     locs = opts.tensor_locations
@@ -158,14 +158,12 @@ def analyse(plan: ExecutionPlan, graph: Graph, record_events: bool = False,
             block_memo: Optional[Dict[TileContext, Dict]] = None) -> StepAnalysis:
     """Time one step of ``plan`` (a weight update in training; one device iteration in inference).
 
-    ``block_memo`` (tile context -> block signature -> cycles) lets callers that time many plans of one graph
-    share the cost of its blocks across them: a block's cycles depend only on the block and its IPU's context."""
+    ``block_memo`` is accepted and unused: blocks' cycles are shared through ``cost``'s bounded caches (a block's
+    cycles depend only on the block and its IPU's context)."""
     opts, r, stages = plan.options, plan.rates, plan.stages
     ipu_ids = plan.ipus
     ctxs = {i: tile_context(plan, n) for n, i in enumerate(ipu_ids)}
-    shared: Dict[TileContext, Dict] = {} if block_memo is None else block_memo
-    memos: Dict[int, Dict] = {i: shared.setdefault(ctxs[i], {}) for i in ipu_ids}
-    works = tuple(_stage_work(plan, s, ctxs[s.ipu], memos[s.ipu]) for s in stages)
+    works = tuple(_stage_work(plan, s, ctxs[s.ipu]) for s in stages)
     io = host_io(plan, graph, ctxs[stages[0].ipu])
     ga = int(opts.gradient_accumulation)
     di = int(opts.device_iterations)

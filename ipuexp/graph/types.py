@@ -93,11 +93,34 @@ class BlockCapture:
         """Identity of a repeated block: blocks with equal signatures cost the same cycles and memory (the
         emulator computes such layers once). Decided here, once, for every consumer; the operation records enter
         as one hash so that the key stays cheap to look up."""
-        ops = hash(tuple((r.op, r.phase, r.count, r.flops, r.elements_read, r.elements_written,
+        ops = hash(tuple((r.op, r.kind, r.phase, r.count, r.flops, r.elements_read, r.elements_written,
                           tuple(r.matmul_shape) if r.matmul_shape else None) for r in self.ops))
         return (self.is_layer, self.parameters, self.parameter_tensors, self.fwd_flops, self.bwd_flops,
                 self.saved_elements, self.saved_int_bytes, self.peak_fwd_elements, self.op_count_fwd,
                 self.op_count_bwd, self.tied_parameters, ops)
+
+    @functools.cached_property
+    def key(self) -> "BlockKey":
+        """The block as a key of the engine's bounded caches (``functools.lru_cache``), by its signature."""
+        return BlockKey(self)
+
+
+class BlockKey:
+    """A block hashed and compared by its signature: blocks are mutable dataclasses, so caches key on this and
+    blocks of equal signature (repeated layers, other graphs' copies) share their entries."""
+
+    __slots__ = ("block", "signature", "_hash")
+
+    def __init__(self, block: BlockCapture):
+        self.block = block
+        self.signature = block.signature
+        self._hash = hash(self.signature)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, BlockKey) and self.signature == other.signature)
 
 
 @dataclass
