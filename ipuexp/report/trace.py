@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import gzip
-import itertools
 import json
 from json.encoder import encode_basestring_ascii
 from operator import attrgetter
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Union
 
 from ipuexp.emulator.pipeline import Event
+from ipuexp.report.trace_text import trace_text
 
 
 def _merged(events: Iterable[Event]) -> List[list]:
@@ -51,9 +51,9 @@ def _as_dict(m: list) -> dict:
     return {"name": name, "cat": cat, "ph": "X", "pid": 0, "tid": ipu, "ts": ts, "dur": dur, "args": args}
 
 
-def _header(events: List[Event], process_name: str) -> List[dict]:
+def _header(ipus: Iterable[int], process_name: str) -> List[dict]:
     out: List[dict] = [{"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": process_name}}]
-    for i in sorted({e.ipu for e in events}):
+    for i in ipus:
         out.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": i, "args": {"name": f"IPU {i}"}})
         out.append({"name": "thread_sort_index", "ph": "M", "pid": 0, "tid": i, "args": {"sort_index": i}})
     return out
@@ -61,12 +61,11 @@ def _header(events: List[Event], process_name: str) -> List[dict]:
 
 def trace_events(events: Iterable[Event], process_name: str = "replica 0") -> List[dict]:
     events = list(events)
-    return _header(events, process_name) + [_as_dict(m) for m in _merged(events)]
+    return _header(sorted({e.ipu for e in events}), process_name) + [_as_dict(m) for m in _merged(events)]
 
 
 def _json_events(merged: List[list]) -> Iterator[str]:
-    """``json.dumps`` of each ``_as_dict`` (compact separators), formatted directly: a long step has hundreds of
-    thousands of events, and building a dict for each is most of the time the trace takes."""
+    """``json.dumps`` of each ``_as_dict`` (compact separators), formatted directly."""
     text, number = encode_basestring_ascii, float.__repr__
     for name, cat, ipu, ts, dur, stage, mb, exchange in merged:
         args = []
@@ -85,10 +84,15 @@ def write_trace(events: Iterable[Event], path: Union[str, Path], title: str = "i
     ``json.dumps`` writes for ``{"traceEvents": trace_events(...), "displayTimeUnit": "ms", "otherData": ...}``."""
     path, events = Path(path), list(events)
     dump = functools.partial(json.dumps, separators=(",", ":"))
-    head = [dump(d) for d in _header(events, title)]
-    tail = dump({"generator": "ipuexp", "title": title})
-    data = ('{"traceEvents":[' + ",".join(itertools.chain(head, _json_events(_merged(events))))
-            + f'],"displayTimeUnit":"ms","otherData":{tail}}}').encode()
+
+    def before(ipus: List[int]) -> str:
+        return '{"traceEvents":[' + ",".join(dump(d) for d in _header(ipus, title)) + ("," if events else "")
+
+    after = f'],"displayTimeUnit":"ms","otherData":{dump({"generator": "ipuexp", "title": title})}}}'
+    text = trace_text(events, before, after)
+    if text is None:
+        text = before(sorted({e.ipu for e in events})) + ",".join(_json_events(_merged(events))) + after
+    data = text.encode()
     path.write_bytes(gzip.compress(data, compresslevel=1, mtime=0) if path.suffix == ".gz" else data)
     return path
 
