@@ -8,12 +8,14 @@ alike.
 """
 from __future__ import annotations
 
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from functools import lru_cache
+from itertools import accumulate
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ipuexp.emulator.code_size import CodeUnits, ring_uses_switch
-from ipuexp.emulator.memory_inputs import BlockFigures, MemorySettings
-from ipuexp.emulator.stash import Held, StageStash, own_saved_bytes, saved_bytes, segment_starts
-from ipuexp.graph.types import BlockCapture, Stage
+from ipuexp.emulator.memory_inputs import MemorySettings
+from ipuexp.emulator.stash import Held, StageStash, own_saved_bytes, saved_bytes, segment_starts, unpipelined_held
+from ipuexp.graph.types import BlockCapture, BlockKey, Stage
 from ipuexp.execution.precision import float_elements, tensor_bytes
 
 class LivenessStep(NamedTuple):
@@ -23,35 +25,57 @@ class LivenessStep(NamedTuple):
     always_live: int
     not_always_live: int
 
-def program_steps(own: List[Stage], s: MemorySettings, recompute: bool, block_figs: Dict[int, BlockFigures],
-                  stashes: List[StageStash], held: Optional[Held], weights_streamed: bool, acc_streamed: bool,
-                  opt_streamed: int, largest: int) -> List[Tuple[str, Dict[str, int]]]:
-    """Not-always-live bytes by category at each program step of one IPU (``held``: the kept tensors of an
-    unpipelined stage, by block index)."""
-    act, wb = s.act, s.weight
+Steps = Tuple[Tuple[str, Dict[str, int]], ...]
+
+
+def program_steps(own: Sequence[Stage], s: MemorySettings, recompute: bool, pipelined: bool, temps: Tuple[int, ...],
+                  stashes: Sequence[StageStash], weights_streamed: bool, acc_streamed: bool, opt_streamed: int,
+                  largest: int) -> Tuple[Steps, int]:
+    """Not-always-live bytes by category at each program step of one IPU, and the index of its peak step (the first
+    of the largest total). ``temps``: each block's forward and backward temporaries, in order; ``pipelined``: more
+    than one stage in the graph (else a training stage holds its checkpoints or saved activations itself,
+    ``stash.unpipelined_held``). Planners and sweeps meet the same IPU again and again, so the steps are cached:
+    read them, never change them."""
+    offchip = not s.locations.activations.on_chip
+    return _steps(tuple(tuple(b.key for b in st.blocks) for st in own), tuple(b.name for st in own for b in st.blocks),
+                  s.act, s.weight, s.training, s.accumulate, s.every_layer, offchip, pipelined, s.replicas, s.tiles,
+                  recompute, temps, tuple(x.entry_bytes for x in stashes) if s.training and offchip else (),
+                  weights_streamed, acc_streamed, opt_streamed, largest)
+
+
+@lru_cache(maxsize=4096)
+def _steps(stage_keys: Tuple[Tuple[BlockKey, ...], ...], names: Tuple[str, ...], act: int, wb: int, training: bool,
+           accumulates: bool, every_layer: bool, offchip_acts: bool, pipelined: bool, replicas: int, tiles: int,
+           recompute: bool, temps: Tuple[int, ...], entries: Tuple[int, ...], weights_streamed: bool,
+           acc_streamed: bool, opt_streamed: int, largest: int) -> Tuple[Steps, int]:
+    own = [[k.block for k in keys] for keys in stage_keys]
+    held: Optional[Held] = None
+    if training and not offchip_acts and not pipelined:
+        held = unpipelined_held(own[0], recompute, every_layer, act)
     steps: List[Tuple[str, Dict[str, int]]] = []
+    # Block j of the IPU (stages in order): its name, forward and backward temporaries.
+    first = list(accumulate((len(blocks) for blocks in own), initial=0))
 
     def streamed_weights(b: BlockCapture) -> int:
         return (b.parameters + b.tied_parameters) * wb if weights_streamed else 0
 
-    for st in own:
-        for i, b in enumerate(st.blocks):
+    for n, blocks in enumerate(own):
+        for i, b in enumerate(blocks):
+            j = first[n] + i
             working = b.peak_fwd_elements * act
-            if s.training and not recompute:
+            if training and not recompute:
                 # Saved activations go straight into the stash (a FIFO, or held until the backward pass).
                 working = max(working - b.saved_elements * act, tensor_bytes(b.outputs, act))
-            steps.append((f"fwd {b.name}", {"activations": working, "temporary": block_figs[id(b)].temp_fwd,
-                                             "streamed": streamed_weights(b), "stash": held.fwd[i] if held else 0}))
-    if not s.training:
-        return steps
+            steps.append((f"fwd {names[j]}", {"activations": working, "temporary": temps[2 * j],
+                                              "streamed": streamed_weights(b), "stash": held.fwd[i] if held else 0}))
+    if not training:
+        return _with_peak(steps)
 
     grads = 0  # weight gradients waiting for the update (no accumulators)
-    stash_of = {id(st): x for st, x in zip(own, stashes)}
-    offchip_acts = not s.locations.activations.on_chip
-    for st in reversed(own):
-        blocks = st.blocks
-        entry = stash_of[id(st)].entry_bytes if offchip_acts else 0
-        starts = segment_starts(blocks, s.every_layer) if recompute else list(range(len(blocks)))
+    for n in reversed(range(len(own))):
+        blocks = own[n]
+        entry = entries[n] if offchip_acts else 0
+        starts = segment_starts(blocks, every_layer) if recompute else list(range(len(blocks)))
         bounds = list(zip(starts, starts[1:] + [len(blocks)]))
         for lo, hi in reversed(bounds):
             seg = blocks[lo:hi]
@@ -63,15 +87,15 @@ def program_steps(own: List[Stage], s: MemorySettings, recompute: bool, block_fi
                 for i, (b, add) in enumerate(zip(seg, adds), start=lo):
                     # The block's forward peak counts its input, which the live set already holds when shared.
                     shared = saved_bytes(b, act) - add
-                    steps.append((f"recompute {b.name}", {
+                    steps.append((f"recompute {names[first[n] + i]}", {
                         "activations": live - shared + b.peak_fwd_elements * act,
-                        "temporary": block_figs[id(b)].temp_fwd, "gradients": grads,
+                        "temporary": temps[2 * (first[n] + i)], "gradients": grads,
                         "streamed": entry + streamed_weights(b), "stash": held.recompute[i] if held else 0}))
                     live += add
             for i, b, add in zip(reversed(range(lo, hi)), reversed(seg), reversed(adds)):
                 io = (float_elements(b.inputs) + float_elements(b.outputs)) * act
                 own_grads = (b.parameters + b.tied_parameters) * act
-                if s.accumulate:
+                if accumulates:
                     transient = b.largest_parameter * act
                 else:
                     grads += own_grads
@@ -79,9 +103,10 @@ def program_steps(own: List[Stage], s: MemorySettings, recompute: bool, block_fi
                 stream = streamed_weights(b) + (b.parameters * wb if acc_streamed else 0)
                 if offchip_acts:
                     stream += entry if recompute else saved_bytes(b, act)
-                steps.append((f"bwd {b.name}", {"activations": live + io, "temporary": block_figs[id(b)].temp_bwd,
-                                                "gradients": grads + transient, "streamed": stream,
-                                                "stash": held.bwd[i] if held else 0}))
+                steps.append((f"bwd {names[first[n] + i]}", {"activations": live + io,
+                                                              "temporary": temps[2 * (first[n] + i) + 1],
+                                                              "gradients": grads + transient, "streamed": stream,
+                                                              "stash": held.bwd[i] if held else 0}))
                 if recompute:
                     live -= add
     # Weight update, one tensor at a time: its update is computed in an fp32 temporary (4 bytes per element; fp16
@@ -89,10 +114,14 @@ def program_steps(own: List[Stage], s: MemorySettings, recompute: bool, block_fi
     update_stream = opt_streamed + (largest * wb if weights_streamed else 0) + (largest * wb if acc_streamed else 0)
     # The gradient all-reduce runs before the update: with a dynamic-slice ring (fragment per tile below PopLibs'
     # switch bound) the gradient is first copied into a sliceable tensor (emulator.code_size.ring_uses_switch).
-    params = sum(st.parameters for st in own)
-    ring = CodeUnits(0, 0, 0, 0, parameter_elements=params, tiles=s.tiles)
-    sliceable = params * wb if s.training and s.replicas > 1 and not ring_uses_switch(ring, s.replicas) else 0
+    params = sum(b.parameters for blocks in own for b in blocks)
+    ring = CodeUnits(0, 0, 0, 0, parameter_elements=params, tiles=tiles)
+    sliceable = params * wb if training and replicas > 1 and not ring_uses_switch(ring, replicas) else 0
     steps.append(("weight update", {"gradients": grads, "temporary": max(largest * 4, sliceable),
                                     "streamed": update_stream}))
-    return steps
+    return _with_peak(steps)
 
+
+def _with_peak(steps: List[Tuple[str, Dict[str, int]]]) -> Tuple[Steps, int]:
+    totals = [sum(d.values()) for _, d in steps]
+    return tuple(steps), max(range(len(totals)), key=totals.__getitem__) if totals else -1

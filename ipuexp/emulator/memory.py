@@ -21,17 +21,16 @@ the checkpoints (or saved activations) kept from the forward pass for the backwa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ipuexp.emulator.code_size import SERIALISED_OP_UNITS, CodeUnits, code_bytes
+from ipuexp.emulator.code_size import CodeUnits, code_bytes
 from ipuexp.emulator.liveness import LivenessStep, program_steps
-from ipuexp.emulator.memory_inputs import BlockFigures, MemorySettings, block_figures, memory_settings
+from ipuexp.emulator.memory_inputs import MemorySettings, ipu_figures, memory_settings
 from ipuexp.emulator.oom import FailingIPU, oom_lines
-from ipuexp.emulator.stash import Held, StageStash, stage_stash, unpipelined_held
+from ipuexp.emulator.stash import StageStash, stage_stash
 from ipuexp.emulator.tiles import TileLoad, tile0_excess, tile_load
 from ipuexp.emulator.variables import place
-from ipuexp.graph.types import BlockKey, Graph, Stage, TensorInfo
+from ipuexp.graph.types import Graph, Stage, TensorInfo
 from ipuexp.execution.execution import ExecutionPlan, tile_context
 from ipuexp.execution.precision import is_float, tensor_bytes
 from ipuexp.result import IPUMemory, MemoryFigures
@@ -49,18 +48,22 @@ class IPUPlan:
     stages: List[Stage]
     amp: float
     always_live: Dict[str, int]
-    steps: List[Tuple[str, Dict[str, int]]]
-    """(label, not-always-live bytes by category) per program step."""
+    steps: Sequence[Tuple[str, Dict[str, int]]]
+    """(label, not-always-live bytes by category) per program step (shared between plans: read, never change)."""
     units: CodeUnits
     tile: TileLoad
     layers: int
     stash: List[StageStash] = field(default_factory=list)
+    top: int = -1
+    """Index of the peak step (the first of the largest total); -1: find it."""
 
     @property
     def always_live_bytes(self) -> int:
         return sum(self.always_live.values())
 
     def peak_step(self) -> Tuple[str, Dict[str, int]]:
+        if self.top >= 0:
+            return self.steps[self.top]
         return max(self.steps, key=lambda st: sum(st[1].values())) if self.steps else ("", {})
 
 def plan_ipus(plan: ExecutionPlan, graph: Graph, block_memo: Optional[Dict[Any, Dict]] = None) -> List[IPUPlan]:
@@ -78,17 +81,11 @@ def plan_ipus(plan: ExecutionPlan, graph: Graph, block_memo: Optional[Dict[Any, 
         own = [st for st in stages if st.ipu == ipu]
         ctx = tile_context(plan, position)
         amp = ctx.amp_proportion
-        block_figs: Dict[int, BlockFigures] = {}
-        for st in own:
-            for b in st.blocks:
-                block_figs[id(b)] = _figures(b.key, ctx, s.training, s.serialisation, vocab)
-        plans.append(_plan_ipu(ipu, own, stages, s, amp, recompute, plan.stash_depths, block_figs, owner_ipu, vocab,
+        temps, ops = ipu_figures(tuple(b.key for st in own for b in st.blocks), ctx, s.training, s.serialisation,
+                                 vocab)
+        plans.append(_plan_ipu(ipu, own, stages, s, amp, recompute, plan.stash_depths, temps, ops, owner_ipu, vocab,
                                first_inputs))
     return plans
-
-@lru_cache(maxsize=8192)
-def _figures(key: BlockKey, ctx: Any, training: bool, serialisation: int, vocab: int) -> BlockFigures:
-    return block_figures(key.block, training, serialisation, ctx, vocab)
 
 def _tied_owner_ipu(stages: Sequence[Stage], tied: int) -> Optional[int]:
     """IPU of the block that owns the tied table: the first whose largest parameter is that big."""
@@ -101,7 +98,7 @@ def _tied_owner_ipu(stages: Sequence[Stage], tied: int) -> Optional[int]:
     return None
 
 def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: MemorySettings, amp: float, recompute: bool,
-              depths: Sequence[int], block_figs: Dict[int, BlockFigures], owner_ipu: Optional[int], vocab: int,
+              depths: Sequence[int], temps: Tuple[int, ...], ops: int, owner_ipu: Optional[int], vocab: int,
               first_inputs: List[TensorInfo]) -> IPUPlan:
     blocks = [b for st in own for b in st.blocks]
     n_stages = len(stages)
@@ -137,14 +134,11 @@ def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: MemorySett
 
     # Stash FIFOs; without a pipeline, the tensors kept for backward are counted at each step instead.
     stashes: List[StageStash] = []
-    held: Optional[Held] = None
     if s.training:
         for st in own:
             stashes.append(stage_stash(st.blocks, depths[st.index], recompute, s.every_layer, s.stash))
         if loc.activations.on_chip and n_stages > 1:
             al["stash"] = sum(x.bytes for x in stashes)
-        elif loc.activations.on_chip:
-            held = unpipelined_held(own[0].blocks, recompute, s.every_layer, s.act)
 
     # Host stream buffers: the micro-batch's inputs enter at stage 0; inference returns the last outputs.
     stream_tensors = 0
@@ -159,18 +153,13 @@ def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: MemorySett
             stream_tensors += len(last) if not s.training else 1
 
     # Code.
-    keys: Set[Tuple[Any, ...]] = set()
-    serial: Set[Tuple[Any, ...]] = set()
-    for sig_fig in {id(f): f for f in (block_figs[id(b)] for b in blocks)}.values():
-        keys |= sig_fig.code_keys
-        serial |= sig_fig.serialised
     host_copies = 1
     if s.training:
         host_copies += (s.state_tensors if not loc.optimizer_state.on_chip else 0)
         host_copies += (1 if s.accumulate and not loc.accumulators.on_chip else 0)
     host_copies += 0 if loc.weights.on_chip else 1
     units = CodeUnits(
-        ops=len(keys) + SERIALISED_OP_UNITS * len(serial),
+        ops=ops,
         host_tensors=tensors * host_copies + stream_tensors,
         boundary_tensors=_boundary_tensors(own, stages, s.training),
         parameter_tensors=tensors,
@@ -179,11 +168,11 @@ def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: MemorySett
     )
     al.update(code_bytes(units, s.replicas, s.training))
 
-    steps = program_steps(own, s, recompute, block_figs, stashes, held, weights_streamed, acc_streamed,
-                          opt_streamed, largest)
+    steps, top = program_steps(own, s, recompute, n_stages > 1, temps, stashes, weights_streamed, acc_streamed,
+                               opt_streamed, largest)
 
     # Tiles: everything but the host buffers is spread over the compute tiles, tile 0 carrying the rounding.
-    peak = max((sum(d.values()) for _, d in steps), default=0)
+    peak = sum(steps[top][1].values()) if steps else 0
     compute = sum(v for k, v in al.items() if k != "host_io_buffers") + peak
     linear = [al[c] for c in ("weights", "gradient_accumulators", "optimizer_state", "stash")]
     if s.io_tiles == 0:
@@ -192,7 +181,7 @@ def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: MemorySett
     tile = tile_load(compute, extra, al["host_io_buffers"], s.tiles, s.io_tiles, s.tile_memory, s.io_proportion)
     layers = sum(1 for b in blocks if b.is_layer)
     return IPUPlan(ipu=ipu, stages=list(own), amp=amp, always_live=al, steps=steps, units=units, tile=tile,
-                   layers=layers, stash=stashes)
+                   layers=layers, stash=stashes, top=top)
 
 def _boundary_tensors(own: List[Stage], stages: Sequence[Stage], training: bool) -> int:
     """Tensor copies between this IPU and others: activations forward, their gradients backward."""

@@ -3,12 +3,14 @@ temporaries and outlined code keys (``emulator.memory``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Set, Tuple
 
 from ipuexp.config.schema import option_value
+from ipuexp.emulator.code_size import SERIALISED_OP_UNITS
 from ipuexp.emulator.temporary import matmul_temporary
 from ipuexp.emulator.variables import OPTIMIZER_STATES, state_bytes
-from ipuexp.graph.types import BlockCapture
+from ipuexp.graph.types import BlockCapture, BlockKey
 from ipuexp.execution.execution import ExecutionPlan
 from ipuexp.execution.precision import IO_PRECISION_BYTES
 
@@ -93,3 +95,22 @@ def block_figures(b: BlockCapture, training: bool, serialisation: int, ctx: Any,
             if t.serial_pieces > 1:
                 serialised.add(key)
     return BlockFigures(temp_fwd=temp["fwd"], temp_bwd=temp["bwd"], code_keys=keys, serialised=serialised)
+
+
+@lru_cache(maxsize=8192)
+def ipu_figures(keys: Tuple[BlockKey, ...], ctx: Any, training: bool, serialisation: int,
+                vocab: int) -> Tuple[Tuple[int, ...], int]:
+    """The blocks of one IPU (in order): each one's forward and backward temporaries, flat, and the code units of
+    their distinct operations (outlined code is shared by identical operations, serialised ones add their loop)."""
+    figs = [_figures(k, ctx, training, serialisation, vocab) for k in keys]
+    code: Set[Tuple[Any, ...]] = set()
+    serial: Set[Tuple[Any, ...]] = set()
+    for f in {id(f): f for f in figs}.values():
+        code |= f.code_keys
+        serial |= f.serialised
+    return tuple(t for f in figs for t in (f.temp_fwd, f.temp_bwd)), len(code) + SERIALISED_OP_UNITS * len(serial)
+
+
+@lru_cache(maxsize=8192)
+def _figures(key: BlockKey, ctx: Any, training: bool, serialisation: int, vocab: int) -> BlockFigures:
+    return block_figures(key.block, training, serialisation, ctx, vocab)

@@ -18,10 +18,11 @@ reads them, not always live (IPU optimisation guide section 3.3): ``unpipelined_
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import accumulate
-from typing import List, Sequence
+from typing import List, Sequence, Tuple
 
-from ipuexp.graph.types import BlockCapture
+from ipuexp.graph.types import BlockCapture, BlockKey
 from ipuexp.execution.precision import float_elements, tensor_bytes
 
 
@@ -37,7 +38,7 @@ def segment_starts(blocks: Sequence[BlockCapture], every_layer: bool) -> List[in
     return starts
 
 
-@dataclass
+@dataclass(frozen=True)
 class StageStash:
     """The stash FIFOs of one pipeline stage."""
 
@@ -77,7 +78,14 @@ def own_saved_bytes(blocks: Sequence[BlockCapture], index: int, act_bytes: int) 
 
 def stage_stash(blocks: Sequence[BlockCapture], depth: int, recompute: bool, every_layer: bool,
                 act_bytes: int) -> StageStash:
-    """Stash of a stage whose FIFOs are ``depth`` deep."""
+    """Stash of a stage whose FIFOs are ``depth`` deep (shared through a bounded cache: read it, never change it)."""
+    return _stage_stash(tuple(b.key for b in blocks), depth, recompute, every_layer, act_bytes)
+
+
+@lru_cache(maxsize=8192)
+def _stage_stash(keys: Tuple[BlockKey, ...], depth: int, recompute: bool, every_layer: bool,
+                 act_bytes: int) -> StageStash:
+    blocks = [k.block for k in keys]
     if recompute:
         starts = segment_starts(blocks, every_layer)
         entry = sum(tensor_bytes(blocks[i].inputs, act_bytes) for i in starts)

@@ -90,14 +90,17 @@ class BlockCapture:
 
     @functools.cached_property
     def signature(self) -> Tuple[Any, ...]:
-        """Identity of a repeated block: blocks with equal signatures cost the same cycles and memory (the
-        emulator computes such layers once). Decided here, once, for every consumer; the operation records enter
-        as one hash so that the key stays cheap to look up."""
+        """Identity of a repeated block: every field but the name, so blocks with equal signatures cost the same
+        cycles and memory (the emulator computes such layers once). Decided here, once, for every consumer; the
+        operation records enter as one hash so that the key stays cheap to look up."""
         ops = hash(tuple((r.op, r.kind, r.phase, r.count, r.flops, r.elements_read, r.elements_written,
                           tuple(r.matmul_shape) if r.matmul_shape else None) for r in self.ops))
+        tensors = tuple(tuple((tuple(t.shape), t.dtype, t.elements) for t in ts)
+                        for ts in (self.inputs, self.outputs))
         return (self.is_layer, self.parameters, self.parameter_tensors, self.fwd_flops, self.bwd_flops,
                 self.saved_elements, self.saved_int_bytes, self.peak_fwd_elements, self.op_count_fwd,
-                self.op_count_bwd, self.tied_parameters, ops)
+                self.op_count_bwd, self.tied_parameters, self.largest_parameter, self.saved_input_elements,
+                self.saved_output_elements, tensors, ops)
 
     @functools.cached_property
     def key(self) -> "BlockKey":
