@@ -10,8 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple, Union
 
+import numpy as np
+
 from ipuexp.emulator.pipeline import Event
-from ipuexp.report.step_segments import Segment, micro_batches, segments, shares
+from ipuexp.report.step_segments import Columns, Segment, micro_batches, segments, shares
 
 COLOURS: Dict[str, str] = {
     "fwd": "tab:blue",
@@ -47,55 +49,69 @@ def _widths(parts: List[Segment]) -> List[float]:
     return [SUMMED_WIDTH if p.summed else next(it) * k for p in parts]
 
 
-def _draw_scaled(ax, events: Sequence[Event], rows: Dict[int, int], part: Segment, scale: float) -> List[Event]:
-    """The blocks of one stretch to scale; returns the passes in it, for their labels."""
-    spans: Dict[Tuple[int, str], List[Tuple[float, float]]] = {}
-    inside = []
-    for e in events:
-        if e.start_s >= part.end_s or e.start_s + e.duration_s <= part.start_s:
-            continue
-        spans.setdefault((e.ipu, e.category), []).append((e.start_s * scale, e.duration_s * scale))
-        if e.category in LETTERS:
-            inside.append(e)
-    for (ipu, cat), bars in spans.items():
-        ax.broken_barh(bars, (rows[ipu] - 0.4, 0.8), facecolors=COLOURS.get(cat, "0.3"), linewidth=0)
+def _bars(ax, xs: np.ndarray, widths: np.ndarray, row: int, colour: str) -> None:
+    """The rectangles ``ax.broken_barh(list(zip(xs, widths)), (row - 0.4, 0.8), facecolors=colour, linewidth=0)``
+    draws (bottom-aligned, corners in its order), with the vertices built at once. They take no part in
+    autoscaling (each autoscale is costly): the chart sets its limits itself."""
+    from matplotlib.collections import PolyCollection
+
+    y0 = row - 0.4
+    y1 = y0 + 0.8
+    x1 = xs + widths
+    verts = np.empty((len(xs), 4, 2))
+    verts[:, 0, 0], verts[:, 1, 0], verts[:, 2, 0], verts[:, 3, 0] = xs, xs, x1, x1
+    verts[:, 0, 1], verts[:, 1, 1], verts[:, 2, 1], verts[:, 3, 1] = y0, y1, y1, y0
+    ax.add_collection(PolyCollection(verts, facecolors=colour, linewidth=0), autolim=False)
+
+
+def _draw_scaled(ax, c: Columns, rows: Dict[int, int], part: Segment, scale: float) -> np.ndarray:
+    """The blocks of one stretch to scale; returns the indices of the passes in it, for their labels."""
+    inside = np.flatnonzero(~((c.start >= part.end_s) | (c.start + c.dur <= part.start_s)))
+    ipu, cat = c.ipu[inside], c.cat[inside]
+    groups = ipu * len(c.kinds) + cat
+    order = np.argsort(groups, kind="stable")
+    cuts = np.flatnonzero(np.diff(groups[order])) + 1
+    runs = np.split(inside[order], cuts) if len(order) else []
+    for run in sorted(runs, key=lambda r: r[0]):  # (IPU, category) in order of first appearance, as drawn before
+        kind = c.kinds[c.cat[run[0]]]
+        _bars(ax, c.start[run] * scale, c.dur[run] * scale, rows[int(c.ipu[run[0]])], COLOURS.get(kind, "0.3"))
     ax.set_xlim(part.start_s * scale, part.end_s * scale)
-    return inside
+    return inside[c.of_kind(*LETTERS)[inside]]
 
 
-def _label_blocks(ax, passes: Sequence[Event], rows: Dict[int, int], part: Segment, scale: float) -> None:
+def _label_blocks(ax, c: Columns, passes: np.ndarray, rows: Dict[int, int], part: Segment, scale: float) -> None:
     """Each pass's micro-batch on its block ("F12", upright on a narrow block, else "12"), where it fits."""
     box = ax.get_window_extent()
     px_per_s = box.width / max(part.duration_s, 1e-12)
     bar_px = 0.8 * box.height / max(len(rows), 1) - 4
     char_px = 0.64 * FONT * DPI / 72  # DejaVu Sans digits are 0.64 em wide
     line_px = 1.2 * FONT * DPI / 72
-    for e in passes:
-        a, b = max(e.start_s, part.start_s), min(e.start_s + e.duration_s, part.end_s)
+    for start, dur, kind, mb, ipu in zip(c.start[passes].tolist(), c.dur[passes].tolist(), c.cat[passes].tolist(),
+                                         c.mb[passes].tolist(), c.ipu[passes].tolist()):
+        a, b = max(start, part.start_s), min(start + dur, part.end_s)
         room = (b - a) * px_per_s - 3
-        text = f"{LETTERS[e.category]}{e.micro_batch}"
-        number = str(e.micro_batch)
+        text = f"{LETTERS[c.kinds[kind]]}{mb}"
+        number = str(mb)
         for label, rotation in ((text, 0), (text, 90), (number, 0), (number, 90)):
             along, across = (room, bar_px) if rotation == 0 else (bar_px, room)
             if len(label) * char_px <= along and line_px <= across:
-                ax.text((a + b) / 2 * scale, rows[e.ipu], label, ha="center", va="center", fontsize=FONT,
+                ax.text((a + b) / 2 * scale, rows[ipu], label, ha="center", va="center", fontsize=FONT,
                         rotation=rotation, color="white", clip_on=True)
                 break
 
 
-def _draw_summed(ax, events: Sequence[Event], rows: Dict[int, int], part: Segment, scale: float,
-                 unit: str) -> None:
+def _draw_summed(ax, c: Columns, rows: Dict[int, int], part: Segment, scale: float, unit: str) -> None:
     """Each IPU's share of the stretch per category, as bars side by side in a frame the stretch's length; the
     blank rest of the frame is idle time."""
     from matplotlib.patches import Rectangle
 
-    busy = shares(events, part)
+    busy = shares(c, part)
     for ipu, row in rows.items():
         x = 0.0
         for cat in COLOURS:
             share = busy.get(ipu, {}).get(cat, 0.0)
             if share > 0:
-                ax.broken_barh([(x, share)], (row - 0.4, 0.8), facecolors=COLOURS[cat], linewidth=0)
+                _bars(ax, np.array([x]), np.array([share]), row, COLOURS[cat])
                 x += share
         ax.add_patch(Rectangle((0.0, row - 0.4), 1.0, 0.8, fill=False, edgecolor="0.35", linewidth=0.6))
         ax.text(0.5, row, f"busy {min(x, 1.0):.0%}", ha="center", va="center", fontsize=FONT, color="0.1",
@@ -119,6 +135,9 @@ def draw_gantt(events: Sequence[Event], path: Union[str, Path], title: str = "")
     """Draw the step's events (``ipuexp.emulator.timing.step_events``) to a PNG at ``path``."""
     path = Path(path)
     fig = gantt_figure(events, title)
+    # The layout once more, with the block labels, as savefig would; then savefig draws once, not twice.
+    fig.get_layout_engine().execute(fig)
+    fig.set_layout_engine("none")
     fig.savefig(path, dpi=DPI)
     return path
 
@@ -128,23 +147,24 @@ def gantt_figure(events: Sequence[Event], title: str = "") -> Any:
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    events = [e for e in events if e.duration_s > 0]
-    ipus = sorted({e.ipu for e in events})
+    c = Columns(events)
+    c = c.where(c.dur > 0)
+    ipus = c.present("ipu") if len(c) and c.ipu.min() >= 0 else np.unique(c.ipu).tolist()
     rows = {ipu: n for n, ipu in enumerate(ipus)}
-    end = max((e.start_s + e.duration_s for e in events), default=0.0)
+    end = float((c.start + c.dur).max()) if len(c) else 0.0
     scale, unit = _time_unit(end)
-    parts = segments(events)
+    parts = segments(c)
     height = max(2.2, 0.45 * len(ipus) + 1.9)
     fig = Figure(figsize=(14, height), dpi=DPI, layout="constrained")
     axes = fig.subplots(1, len(parts), sharey=True, squeeze=False, gridspec_kw={"width_ratios": _widths(parts)})
     fig.get_layout_engine().set(wspace=0.0, w_pad=0.01)
     axes = list(axes[0])
-    scaled: List[Tuple[object, Segment, List[Event]]] = []
+    scaled: List[Tuple[object, Segment, np.ndarray]] = []
     for n, (ax, part) in enumerate(zip(axes, parts)):
         if part.summed:
-            _draw_summed(ax, events, rows, part, scale, unit)
+            _draw_summed(ax, c, rows, part, scale, unit)
         else:
-            scaled.append((ax, part, _draw_scaled(ax, events, rows, part, scale)))
+            scaled.append((ax, part, _draw_scaled(ax, c, rows, part, scale)))
             ax.set_xlabel(f"time ({unit})" if len(parts) == 1 else f"time since the step began ({unit})",
                           fontsize=8)
             ax.tick_params(axis="x", labelsize=7)
@@ -156,16 +176,16 @@ def gantt_figure(events: Sequence[Event], title: str = "") -> Any:
             ax.spines["right"].set_visible(False)
     axes[0].set_yticks(range(len(ipus)), [f"IPU {i}" for i in ipus])
     axes[0].set_ylim(len(ipus) - 0.5, -0.5)
-    n = micro_batches(events)
+    n = micro_batches(c)
     fig.suptitle(f"{title or 'one step'} ({n:,} micro-batch{'es' if n != 1 else ''}, {end * scale:,.1f} {unit})",
                  fontsize=10)
-    present = [c for c in COLOURS if any(e.category == c for e in events)]
-    handles = [Patch(color=COLOURS[c], label=LABELS[c]) for c in present]
+    present = [k for k in COLOURS if k in {c.kinds[i] for i in c.present("cat")}]
+    handles = [Patch(color=COLOURS[k], label=LABELS[k]) for k in present]
     if any(p.summed for p in parts):  # a summed stretch: its frame's blank part
         handles.append(Patch(facecolor="white", edgecolor="0.35", label="idle (grey panels: time summed up, "
                                                                         "not to scale)"))
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8, frameon=False)
-    fig.draw_without_rendering()  # the labels need each block's final width in pixels
+    fig.get_layout_engine().execute(fig)  # the labels need each block's final width in pixels
     for ax, part, passes in scaled:
-        _label_blocks(ax, passes, rows, part, scale)
+        _label_blocks(ax, c, passes, rows, part, scale)
     return fig

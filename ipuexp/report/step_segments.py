@@ -9,7 +9,9 @@ call, all-reduce or weight update that would squeeze the passes to slivers.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence, Union
+
+import numpy as np
 
 from ipuexp.emulator.pipeline import Event
 
@@ -37,39 +39,88 @@ class Segment:
         return self.end_s - self.start_s
 
 
-def micro_batches(events: Sequence[Event]) -> int:
-    return max((e.micro_batch for e in events), default=-1) + 1
+class _Codes(dict):
+    def __missing__(self, key: str) -> int:
+        code = self[key] = len(self)
+        return code
 
 
-def segments(events: Sequence[Event]) -> List[Segment]:
+class Columns:
+    """The events as numpy columns, in their order: the chart's loops over hundreds of thousands of events run over
+    arrays. ``cat`` holds codes into ``kinds`` (the categories in order of first appearance)."""
+
+    def __init__(self, events: Sequence[Event]):
+        n = len(events)
+        codes = _Codes()
+        self.cat = np.fromiter(map(codes.__getitem__, [e.category for e in events]), np.int64, n)
+        self.kinds: List[str] = list(codes)
+        self.ipu = np.fromiter([e.ipu for e in events], np.int64, n)
+        self.start = np.array([e.start_s for e in events], dtype=np.float64)
+        self.dur = np.array([e.duration_s for e in events], dtype=np.float64)
+        self.stage = np.fromiter([e.stage for e in events], np.int64, n)
+        self.mb = np.fromiter([e.micro_batch for e in events], np.int64, n)
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def where(self, mask: np.ndarray) -> "Columns":
+        out = object.__new__(Columns)
+        out.kinds = self.kinds
+        for name in ("cat", "ipu", "start", "dur", "stage", "mb"):
+            setattr(out, name, getattr(self, name)[mask])
+        return out
+
+    def of_kind(self, *kinds: str) -> np.ndarray:
+        """Where the category is one of ``kinds``."""
+        return np.array([k in kinds for k in self.kinds] + [False])[self.cat]
+
+    def present(self, name: str) -> List[int]:
+        """The distinct values of the small non-negative integer column ``name`` (IPU, category), sorted."""
+        x = getattr(self, name)
+        return np.flatnonzero(np.bincount(x)).tolist() if len(x) else []
+
+
+Events = Union[Sequence[Event], Columns]
+
+
+def columns(events: Events) -> Columns:
+    return events if isinstance(events, Columns) else Columns(events)
+
+
+def micro_batches(events: Events) -> int:
+    mb = columns(events).mb
+    return int(mb.max()) + 1 if len(mb) else 0
+
+
+def _max(x: np.ndarray) -> Optional[float]:
+    return float(x.max()) if len(x) else None
+
+
+def _min(x: np.ndarray) -> Optional[float]:
+    return float(x.min()) if len(x) else None
+
+
+def segments(events: Events) -> List[Segment]:
     """The step cut into stretches, in time order, covering it from 0 to its end."""
-    # One pass for the ends (the same maxima and minima as max() and min() over the events: hundreds of thousands).
-    end = last = first = None
-    n = 0
-    for e in events:
-        stop = e.start_s + e.duration_s
-        if end is None or stop > end:
-            end = stop
-        if e.category not in ("all_reduce", "weight_update") and (last is None or stop > last):
-            last = stop
-        if e.micro_batch >= 0:
-            if first is None or e.start_s < first:
-                first = e.start_s  # after the host call
-            if e.micro_batch >= n:
-                n = e.micro_batch + 1
+    c = columns(events)
+    stop = c.start + c.dur
+    passes = c.mb >= 0
+    end = _max(stop)
+    last = _max(stop[~c.of_kind("all_reduce", "weight_update")])
+    first = _min(c.start[passes])  # after the host call
+    n = max(int(c.mb.max()) + 1, 0) if len(c) else 0
     if end is None:
         end = 0.0
     if first is None:
         return [Segment(0.0, end, False)]
-    passes = [e for e in events if e.micro_batch >= 0]
     shown: List[Segment] = []
     if n > SUM_ABOVE:
-        head_end = max(e.start_s + e.duration_s for e in passes if e.micro_batch == EDGE_MICRO_BATCHES - 1)
-        tail_start = min(e.start_s for e in passes if e.micro_batch == n - EDGE_MICRO_BATCHES)
+        head_end = float(stop[c.mb == EDGE_MICRO_BATCHES - 1].max())
+        tail_start = float(c.start[c.mb == n - EDGE_MICRO_BATCHES].min())
         if tail_start > head_end:
-            entry = min(e.stage for e in passes)  # micro-batches enter the pipeline here
-            entered = min((e.micro_batch for e in passes
-                           if e.stage == entry and e.category == "fwd" and e.start_s >= head_end), default=0)
+            entry = int(c.stage[passes].min())  # micro-batches enter the pipeline here
+            entering = passes & (c.stage == entry) & c.of_kind("fwd") & (c.start >= head_end)
+            entered = int(c.mb[entering].min()) if entering.any() else 0
             between = f"{entered:,}-{n - EDGE_MICRO_BATCHES - 1:,}"
             shown = [Segment(first, head_end, False),
                      Segment(head_end, tail_start, True, f"steady state:\nmicro-batches\n{between} enter"),
@@ -89,19 +140,24 @@ def segments(events: Sequence[Event]) -> List[Segment]:
     return shown
 
 
-def shares(events: Sequence[Event], segment: Segment) -> Dict[int, Dict[str, float]]:
+def shares(events: Events, segment: Segment) -> Dict[int, Dict[str, float]]:
     """Each IPU's share of ``segment`` per category (what is left of 1 is idle)."""
-    out: Dict[int, Dict[str, float]] = {}
+    c = columns(events)
     span = segment.duration_s or 1.0
-    lo, hi = segment.start_s, segment.end_s
-    for e in events:  # max() and min() of two floats, written out (hundreds of thousands of events)
-        a = e.start_s
-        b = a + e.duration_s
-        if lo > a:
-            a = lo
-        if hi < b:
-            b = hi
-        if b > a:
-            cats = out.setdefault(e.ipu, {})
-            cats[e.category] = cats.get(e.category, 0.0) + (b - a) / span
+    a = np.maximum(c.start, segment.start_s)
+    b = np.minimum(c.start + c.dur, segment.end_s)
+    inside = np.flatnonzero(b > a)
+    part = (b[inside] - a[inside]) / span
+    ipu, cat = c.ipu[inside], c.cat[inside]
+    groups = ipu * len(c.kinds) + cat
+    order = np.argsort(groups, kind="stable")
+    cuts = np.flatnonzero(np.diff(groups[order])) + 1
+    sums = {}
+    # Each sum added up one event after another, as a loop over the events would: cumsum accumulates in order
+    # (np.sum pairs terms up and rounds differently).
+    for run in np.split(order, cuts) if len(order) else []:
+        sums[int(run[0])] = float(np.cumsum(part[run])[-1])
+    out: Dict[int, Dict[str, float]] = {}
+    for at in sorted(sums):  # in order of first appearance
+        out.setdefault(int(ipu[at]), {})[c.kinds[cat[at]]] = sums[at]
     return out
