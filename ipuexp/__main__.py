@@ -172,6 +172,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         print(text())
         return
     from ipuexp.config.errors import ConfigError
+    mode = _UNKNOWN
     if not _wants_hydra_only(argv):
         overrides = [a for a in argv if not a.startswith("-")]
         try:
@@ -179,7 +180,12 @@ def main(argv: Optional[List[str]] = None) -> None:
             # schema rejects stops the sweep here. A rule broken by one combination fails that job alone.
             first, *others = sweep_points(overrides) if _is_multirun(argv) else [overrides]
             cfg = preflight(first)
+            mode = cfg.hydra.get("mode")
             check_outputs(cfg, _is_multirun(argv))
+            if not _is_multirun(argv) and cfg.tracking.enabled:
+                from ipuexp.tracking.recorder import defer_run
+
+                defer_run(cfg)  # MLflow is imported and its store opened beside the job
             if _is_multirun(argv):
                 from ipuexp.runner.placement import check_launcher
 
@@ -195,10 +201,13 @@ def main(argv: Optional[List[str]] = None) -> None:
                                             ("ipuexp", "basic") for a in argv)
     multirun = _is_multirun(argv)
     if multirun:
+        from ipuexp.tracking import recorder
+
+        recorder.allow()  # a sweep run here records its MLflow runs from a process of its own
         # Hydra prints what a sweep raises, then a HYDRA_FULL_ERROR hint; let it through to be told apart (below).
         os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     try:
-        _hydra_entry(argv)
+        _hydra_entry(argv, mode)
     except KeyboardInterrupt:
         print("ipuexp: interrupted", file=sys.stderr)
         sys.exit(130)
@@ -226,12 +235,22 @@ def main(argv: Optional[List[str]] = None) -> None:
         sys.exit(1)
 
 
-def _hydra_entry(argv: List[str]) -> None:
+_UNKNOWN = object()
+
+
+def _hydra_entry(argv: List[str], mode: Any = _UNKNOWN) -> None:
+    """Hydra's main over ``argv``. ``mode``: ``hydra.mode`` as the pre-flight check composed it, which Hydra
+    would otherwise compose the whole configuration once more to read (``Hydra.get_mode``, Hydra 1.3)."""
     import hydra
 
     from ipuexp.config.store import CONF_PATH, register
 
     register()
+    if mode is not _UNKNOWN:
+        from hydra._internal.hydra import Hydra
+
+        if hasattr(Hydra, "get_mode"):
+            Hydra.get_mode = lambda self, config_name, overrides: mode
 
     @hydra.main(version_base=None, config_path=CONF_PATH, config_name="config")
     def _job(cfg):

@@ -23,16 +23,29 @@ GRID_SWEEPERS = ("basic", "ipuexp")
 
 @dataclass
 class Evaluation:
-    """A result and the series its charts are drawn from."""
+    """A result and what its charts are drawn from."""
 
     result: Result
     liveness: List[Any] = field(default_factory=list)
+    plan: Any = None
+    graph: Any = None
     events: List[Any] = field(default_factory=list)
-    """Per-IPU events of one step (for the trace and the Gantt chart), when asked for."""
+    """Per-IPU events of one step (for the trace and the Gantt chart), when asked for (see :meth:`step_events`)."""
+
+    def step_events(self) -> List[Any]:
+        """The step's events: hundreds of thousands for a long step, so they are made where the charts are drawn
+        (a forked process), not before the answer. The result never depends on them."""
+        if not self.events and self.plan is not None:
+            from ipuexp.emulator.timing import analyse
+
+            self.events = analyse(self.plan, self.graph, record_events=True).events
+        return self.events
 
 
 def evaluate(exp: ExperimentConfig, cache_dir: Optional[str] = None, with_events: bool = False) -> Evaluation:
-    """Run the analytic engine for a validated ExperimentConfig object; no files written."""
+    """Run the analytic engine for a validated ExperimentConfig object; no files written. The result is the same with
+    or without ``with_events`` (the events come from a simulation of their own, cycle by cycle, whose sums may
+    differ in the last bits from the memoised one every sweep point and fit uses)."""
     from ipuexp.calibration.band import error_band
     from ipuexp.calibration.user import residuals_for
     from ipuexp.emulator.memory import liveness_of, memory_figures, plan_ipus
@@ -48,7 +61,7 @@ def evaluate(exp: ExperimentConfig, cache_dir: Optional[str] = None, with_events
     figures = model_figures(graph, plan.stages, exp.options.precision, exp.training)
     ipu_plans = plan_ipus(plan, graph)
     memory = memory_figures(ipu_plans, plan)
-    step = analyse(plan, graph, record_events=with_events)
+    step = analyse(plan, graph)
     throughput = throughput_figures(step)
     band = error_band(graph.model, len(plan.ipus) * plan.replicas, plan.micro_batch_size,
                       int(exp.options.gradient_accumulation), ipu=str(plan.ipu.name),
@@ -60,7 +73,10 @@ def evaluate(exp: ExperimentConfig, cache_dir: Optional[str] = None, with_events
     result = Result(recipe=exp.recipe, model=figures, fits=memory.fits, memory=memory, throughput=throughput)
     result.measured = measured_figures(exp, result)
     result.run = run_figures(exp, plan, graph.model)
-    return Evaluation(result=result, liveness=liveness_of(ipu_plans), events=step.events)
+    ev = Evaluation(result=result, liveness=liveness_of(ipu_plans), plan=plan, graph=graph)
+    if with_events:
+        ev.step_events()
+    return ev
 
 
 def run_figures(exp: ExperimentConfig, plan: Any, graph_model: str) -> RunFigures:
@@ -105,9 +121,10 @@ def _save_charts(ev: Evaluation, out: Path) -> None:
 
     result = ev.result
     title = f"{result.recipe or result.model.name}: one step"
-    join_trace = write_trace_aside(ev.events, out / CHART_FILES["trace"], title=title)  # on the other core
+    events = ev.step_events()
+    join_trace = write_trace_aside(events, out / CHART_FILES["trace"], title=title)  # on the other core
     try:
-        draw_gantt(ev.events, out / CHART_FILES["gantt"], title=title)
+        draw_gantt(events, out / CHART_FILES["gantt"], title=title)
         save_memory_chart(result.memory, out / CHART_FILES["memory_chart"])
         worst = max(result.memory.ipus, key=lambda m: m.max_tile_bytes)
         save_liveness_chart(ev.liveness, out / CHART_FILES["liveness_chart"], capacity_bytes=worst.capacity_bytes,
@@ -231,7 +248,7 @@ def open_job(cfg: DictConfig, out_dir: str | Path = ".", report_prediction: bool
     out = Path(out_dir)
     charts, failed = _wants_charts(exp), None
     try:  # before the run opens, so that the charts are drawn while it does; a failure fails the run (below)
-        ev = evaluate(exp, with_events=charts)
+        ev = evaluate(exp)  # the charts' events are made in the process that draws them
         drawn = _charts_aside(ev, out) if charts else None
     except Exception as err:
         failed = err

@@ -58,7 +58,9 @@ class RayLauncher(Launcher):
                                config=self.config, job_overrides=job_overrides, initial_job_idx=initial_job_idx,
                                why=why, show_summary=self.options.summary, tally=self.tally)
         from ipuexp.runner.sweep import launch
+        from ipuexp.tracking import recorder
 
+        recorder.start_here()  # the parent run exists before any worker looks for it
         return launch(hydra_context=self.hydra_context, task_function=self.task_function, config=self.config,
                       job_overrides=job_overrides, initial_job_idx=initial_job_idx, settings=self.settings,
                       options=self.options, tally=self.tally)

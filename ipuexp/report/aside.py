@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from typing import Callable
 
@@ -21,6 +22,11 @@ def start_aside(work: Callable[[], object]) -> Callable[..., bool]:
     # Only a process with one thread forks: a child of a threaded one (a Ray worker) could wait forever on a lock
     # another thread held at the fork (logging's, an import's). There the work is done in ``join``.
     if hasattr(os, "fork") and threading.active_count() == 1:
+        for stream in (sys.stdout, sys.stderr):  # what is buffered is written once, not again by the child
+            try:
+                stream.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
         try:
             pid = os.fork()
         except OSError:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import time
 from typing import Any, List, Optional
 
 from hydra.experimental.callback import Callback
@@ -30,39 +31,57 @@ class SweepTracking(Callback):
         ctx = self._context(config)
         if ctx is None:
             return
-        from ipuexp.tracking import safety
-        from ipuexp.tracking.identity import job_tags
-        from ipuexp.tracking.resume import (DRIVER_PROCESS_TAG, close_orphans, command_key, driver_process,
-                                            lost_attempt, mark_attempt)
-        from ipuexp.tracking.runs import PARENT_TAGS
-        from ipuexp.tracking.store import client, experiment_id, experiment_name, retry, tracking_uri
-        from ipuexp.tracking.sweep import open_parent, release_parent
+        from ipuexp.tracking import recorder, safety
+        from ipuexp.tracking.resume import driver_process
+        from ipuexp.tracking.store import client
+        from ipuexp.tracking.sweep import release_parent
 
         ctx.dir.mkdir(parents=True, exist_ok=True)
-        uri = tracking_uri(config)
-        c = client(uri)
-        exp = experiment_id(c, experiment_name(config), uri)
-        tags = job_tags(_task_config(config))
-        key = command_key(config)
-        lost = lost_attempt(c, exp, key)
-        parent = open_parent(c, exp, ctx, {k: tags[k] for k in PARENT_TAGS if k in tags}, driver=True)
-        mark_attempt(c, parent, key, lost)
-        retry(c.set_tag, parent, DRIVER_PROCESS_TAG, driver_process())
-        closed = close_orphans(c, exp, key, parent)
-        if closed:
-            log.info(f"Closed {closed} parent run{'s' if closed > 1 else ''} of this command left RUNNING by a driver "
-                     "that was killed outright (now KILLED)")
-        if lost is not None:
-            log.info(f"Resuming the sweep that lost its Ray cluster (MLflow run {lost.info.run_id}): the points that "
-                     "finished there are skipped")
-        # The jobs' lock goes with the sweep however it ends (a failed point or Ctrl-C skips on_multirun_end);
-        # registered first, it runs after the net below, which takes the lock once more.
-        atexit.register(_remove_lock, ctx)
-        # An early exit of the driver skips on_multirun_end: its atexit net ends the parent and its stale children.
-        safety.register(parent, lambda status: release_parent(c, exp, parent, ctx, orphans_to=status))
+        driver, held, start_ms = driver_process(), [], int(time.time() * 1000)
+
+        def start(resumed: bool = False) -> Any:
+            held.append(_open_sweep(config, ctx, driver, start_ms, resumed))
+            return held[-1]
+
+        def end(how: str) -> None:
+            """``end``: the sweep is over; ``KILLED``: the driver exits early (Ctrl-C), its stale children are
+            KILLED, without the links; ``gone``: the driver ended without a word (``kill -9``), so is the parent."""
+            if how == "end":
+                self._close(config)
+            elif held:
+                s = held[-1]
+                c = client(s.uri)
+                release_parent(c, s.experiment_id, s.parent_id, ctx, orphans_to="KILLED")
+                if how == "gone":
+                    from ipuexp.tracking.store import retry
+
+                    retry(c.set_tag, s.parent_id, "error", "its sweep's driver process ended without closing it")
+                    retry(c.set_terminated, s.parent_id, status="KILLED")
+                _remove_lock(ctx)
+
+        def here() -> None:
+            s = start()
+            # The jobs' lock goes with the sweep however it ends (a failed point or Ctrl-C skips on_multirun_end);
+            # registered first, it runs after the net below, which takes the lock once more.
+            atexit.register(_remove_lock, ctx)
+            # An early exit of the driver skips on_multirun_end: its atexit net ends the parent and its stale
+            # children.
+            c = client(s.uri)
+            safety.register(s.parent_id, lambda status: release_parent(c, s.experiment_id, s.parent_id, ctx,
+                                                                       orphans_to=status))
+
+        if not (_deferrable(config) and recorder.defer(ctx.dir, lambda: start(resumed=True), here, end)):
+            here()
 
     def on_multirun_end(self, config: DictConfig, cluster_lost: Optional[Any] = None, **kwargs: Any) -> None:
         """Close the sweep's runs; ``cluster_lost`` (``ipuexp.runner.loss.ClusterLoss``) when its cluster went away."""
+        from ipuexp.tracking import recorder
+
+        if cluster_lost is None and recorder.finish("end"):  # the recorder closed them
+            return
+        self._close(config, cluster_lost)
+
+    def _close(self, config: DictConfig, cluster_lost: Optional[Any] = None) -> None:
         ctx = self._context(config, need_fixed_experiment=False)
         if ctx is None:
             return
@@ -104,6 +123,49 @@ class SweepTracking(Callback):
             return None
         sweep_dir = (launch_dir() / str(config.hydra.sweep.dir)).resolve()
         return SweepContext(dir=sweep_dir, sweep_overrides=overrides, swept_keys=swept)
+
+
+def _open_sweep(config: DictConfig, ctx: Any, driver: str, start_ms: int, resumed: bool) -> Any:
+    """Open the sweep's parent run (the driver's), as the sweep starts: tag it with its command, resume a lost
+    sweep of that command, close the parents a killed driver left RUNNING. ``resumed``: also read the config hashes
+    that the lost sweep finished (for a recorder, whose jobs do not look them up themselves)."""
+    from ipuexp.tracking.identity import job_tags
+    from ipuexp.tracking.recorder import Started
+    from ipuexp.tracking.resume import (DRIVER_PROCESS_TAG, finished_in_lost, close_orphans, command_key,
+                                        lost_attempt, mark_attempt)
+    from ipuexp.tracking.runs import PARENT_TAGS
+    from ipuexp.tracking.store import client, experiment_id, experiment_name, retry, tracking_uri
+    from ipuexp.tracking.sweep import open_parent
+
+    uri = tracking_uri(config)
+    c = client(uri)
+    exp = experiment_id(c, experiment_name(config), uri)
+    tags = job_tags(_task_config(config))
+    key = command_key(config)
+    lost = lost_attempt(c, exp, key)
+    parent = open_parent(c, exp, ctx, {k: tags[k] for k in PARENT_TAGS if k in tags}, driver=True, start_ms=start_ms)
+    mark_attempt(c, parent, key, lost)
+    retry(c.set_tag, parent, DRIVER_PROCESS_TAG, driver)
+    closed = close_orphans(c, exp, key, parent)
+    if closed:
+        log.info(f"Closed {closed} parent run{'s' if closed > 1 else ''} of this command left RUNNING by a driver "
+                 "that was killed outright (now KILLED)")
+    if lost is not None:
+        log.info(f"Resuming the sweep that lost its Ray cluster (MLflow run {lost.info.run_id}): the points that "
+                 "finished there are skipped")
+    finished = finished_in_lost(c, experiment_name(config), ctx.key) if resumed and lost is not None else frozenset()
+    return Started(uri=uri, experiment_id=exp, parent_id=parent, resumed=finished)
+
+
+def _deferrable(config: DictConfig) -> bool:
+    """Whether the sweep's MLflow work may go to a recorder (:mod:`ipuexp.tracking.recorder`): ipuexp's launcher
+    (which hands it over when it runs the jobs here), a grid sweeper, jobs that do not ask the store first."""
+    from ipuexp.app import GRID_SWEEPERS
+
+    launcher = str(OmegaConf.select(config, "hydra.launcher._target_", default=""))
+    sweeper = OmegaConf.select(config, "hydra.runtime.choices", default={}).get("hydra/sweeper")
+    return (launcher == "hydra_plugins.ipuexp.ray_launcher.RayLauncher" and sweeper in GRID_SWEEPERS
+            and not OmegaConf.select(config, "tracking.skip_completed", default=False))
 
 
 def _remove_lock(ctx: Any) -> None:

@@ -62,14 +62,20 @@ def resumed_points(cfg: DictConfig) -> FrozenSet[str]:
 
     if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
         return frozenset()
-    key = SweepContext(dir=(launch_dir() / str(HydraConfig.get().sweep.dir)).resolve()).key
+    ctx = SweepContext(dir=(launch_dir() / str(HydraConfig.get().sweep.dir)).resolve())
+    from ipuexp.tracking import recorder
+
+    rec = recorder.for_sweep(ctx.dir)
+    if rec is not None:  # what the sweep's recorder has read from the store so far
+        return rec.resumed()
+    key = ctx.key
     uri = tracking_uri(cfg)
     if (uri, key) not in _resumed:
-        _resumed[(uri, key)] = _finished_in_lost(client(uri), experiment_name(cfg), key)
+        _resumed[(uri, key)] = finished_in_lost(client(uri), experiment_name(cfg), key)
     return _resumed[(uri, key)]
 
 
-def _finished_in_lost(c: Any, experiment: str, sweep_key: str) -> FrozenSet[str]:
+def finished_in_lost(c: Any, experiment: str, sweep_key: str) -> FrozenSet[str]:
     exp = retry(c.get_experiment_by_name, experiment)
     run = find_parent(c, [exp.experiment_id], sweep_key) if exp is not None else None
     if run is None or RESUMES_TAG not in run.data.tags:

@@ -90,17 +90,11 @@ class TrackedRun:
         from mlflow.entities import Metric, RunTag
 
         ts = int(time.time() * 1000)
-        figures = curated.metrics(result, self._tile_memory_bytes)
-        self._metrics.extend(Metric(k, float(v), ts, 0) for k, v in figures.items())
-        if result.fits is not None:
-            self._tags.append(RunTag("fits", str(result.fits).lower()))
-        t = result.throughput
-        if t is not None:
-            # Where no calibration row reaches the configuration (calibration.reach): the axes, in words.
-            self._tags.append(RunTag("extrapolated", clip_tag(t.extrapolated) if t.extrapolated else "no"))
-        for path in result.artifacts.values():
-            if Path(path).is_file() and path.lower().endswith(ARTIFACT_SUFFIXES):
-                self.log_artifact(path)
+        figures, tags, files = result_entries(result, self._tile_memory_bytes)
+        self._metrics.extend(Metric(k, v, ts, 0) for k, v in figures.items())
+        self._tags.extend(RunTag(k, v) for k, v in tags)
+        for path in files:
+            self.log_artifact(path)
 
     def log_artifact(self, path: str, artifact_path: Optional[str] = None) -> None:
         """A file, or a folder's contents under ``artifact_path``; copied when the run ends."""
@@ -127,16 +121,22 @@ class TrackedRun:
 
         texts: Dict[str, str] = {}
         if error is not None:
-            self._tags.append(RunTag("error", clip_tag(f"{type(error).__name__}: {error}")))
-            if status == "FAILED":
-                texts["error.txt"] = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+            tag, text = error_entries(status, error)
+            self._tags.append(RunTag("error", tag))
+            if text is not None:
+                texts["error.txt"] = text
+        self.finish(status, texts)
+
+    def finish(self, status: str, texts: Dict[str, str], end_time: Optional[int] = None) -> None:
+        """Send what is buffered, write ``texts`` (name -> content) and the files into the run, and set its status
+        (at ``end_time``, ms since the epoch; default now)."""
         try:
             self.flush()
             if self._config_yaml and not any(p.name == "config.yaml" and a is None for p, a in self._files):
                 texts["config.yaml"] = self._config_yaml()  # the job did not write its own
             self._copy_files(texts)
         finally:
-            retry(self.client.set_terminated, self.run_id, status=status)
+            retry(self.client.set_terminated, self.run_id, status=status, end_time=end_time)
 
     def _copy_files(self, texts: Mapping[str, str]) -> None:
         repo = self._repo()
@@ -150,6 +150,30 @@ class TrackedRun:
                 repo.log_artifacts(str(path), artifact_path)
             else:
                 repo.log_artifact(str(path), artifact_path)
+
+
+def result_entries(result: Result, tile_memory_bytes: Optional[int]
+                   ) -> Tuple[Dict[str, float], List[Tuple[str, str]], List[str]]:
+    """What a run logs of a result: its metrics, its tags and the files worth keeping (``ARTIFACT_SUFFIXES``)."""
+    figures = {k: float(v) for k, v in curated.metrics(result, tile_memory_bytes).items()}
+    tags: List[Tuple[str, str]] = []
+    if result.fits is not None:
+        tags.append(("fits", str(result.fits).lower()))
+    t = result.throughput
+    if t is not None:
+        # Where no calibration row reaches the configuration (calibration.reach): the axes, in words.
+        tags.append(("extrapolated", clip_tag(t.extrapolated) if t.extrapolated else "no"))
+    files = [path for path in result.artifacts.values()
+             if Path(path).is_file() and path.lower().endswith(ARTIFACT_SUFFIXES)]
+    return figures, tags, files
+
+
+def error_entries(status: str, error: BaseException) -> Tuple[str, Optional[str]]:
+    """A run's ``error`` tag for ``error`` and, for a FAILED run, its ``error.txt`` (the traceback)."""
+    tag = clip_tag(f"{type(error).__name__}: {error}")
+    if status != "FAILED":
+        return tag, None
+    return tag, "".join(traceback.format_exception(type(error), error, error.__traceback__))
 
 
 @functools.lru_cache(maxsize=None)
@@ -182,6 +206,16 @@ def track_job(cfg: DictConfig, sweep: Optional[SweepContext] = None, name: Optio
     """
     if not cfg.tracking.enabled:
         yield NoRun()
+        return
+    from ipuexp.tracking import recorder
+
+    sweep = sweep or SweepContext.from_hydra()
+    rec = recorder.for_sweep(sweep.dir if sweep is not None else None)
+    if rec is not None:  # the sweep's recorder writes the run (ipuexp.tracking.recorder)
+        from ipuexp.tracking.deferred import deferred_job
+
+        with deferred_job(cfg, rec, sweep, name) as run:
+            yield run
         return
     uri = tracking_uri(cfg)
     try:

@@ -149,6 +149,11 @@ def client(uri: str) -> Any:
     return _clients[uri]
 
 
+def has_clients() -> bool:
+    """Whether this process has opened a store (its connections must not be shared with a forked process)."""
+    return bool(_clients)
+
+
 def _open_client(uri: str) -> Any:
     import logging
 

@@ -153,10 +153,11 @@ def find_parent(client: Any, experiment_ids: List[str], key: str) -> Optional[An
 
 
 def open_parent(client: Any, experiment_id: str, sweep: SweepContext, tags: Dict[str, str],
-                driver: bool = False) -> str:
+                driver: bool = False, start_ms: Optional[int] = None) -> str:
     """Find or create the sweep's parent run and mark it RUNNING; one process at a time per sweep directory.
 
-    ``driver``: the caller (the sweep's driver) closes the parent once the sweep is over, not its jobs."""
+    ``driver``: the caller (the sweep's driver) closes the parent once the sweep is over, not its jobs.
+    ``start_ms``: when the sweep started (ms since the epoch), for a parent created later (default now)."""
     with file_lock(sweep.dir / LOCK_NAME):
         run = find_parent(client, [experiment_id], sweep.key)
         if run is None:
@@ -164,7 +165,7 @@ def open_parent(client: Any, experiment_id: str, sweep: SweepContext, tags: Dict
                         "sweep_overrides": " ".join(sweep.sweep_overrides)}
             if driver:
                 all_tags[DRIVER_TAG] = "true"
-            run = retry(client.create_run, experiment_id, run_name=sweep.name, tags=all_tags)
+            run = retry(client.create_run, experiment_id, run_name=sweep.name, tags=all_tags, start_time=start_ms)
         else:
             if run.info.status != "RUNNING":
                 retry(client.update_run, run.info.run_id, status="RUNNING")
