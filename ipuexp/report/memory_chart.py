@@ -18,46 +18,42 @@ _COLOURS = {
 _MIB = float(MIB)
 
 
-def _pyplot():
-    import matplotlib
+def _figure(width: float, height: float):
+    """A figure and its axes, rendered by Agg: no pyplot (its import and figure registry cost, and nothing here
+    needs them)."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    fig = Figure(figsize=(width, height))
+    return fig, fig.subplots()
 
 
 def save_memory_chart(memory: MemoryFigures, path: Union[str, Path], title: Optional[str] = None) -> Path:
     """Stacked bars of each IPU's memory by category, with the IPU's capacity; returns the PNG path."""
-    plt = _pyplot()
     path = Path(path)
     labels = [f"IPU {m.ipu}" for m in memory.ipus]
     categories = [c for c in _COLOURS if any(m.breakdown.get(c, 0) for m in memory.ipus)]
     categories += sorted({c for m in memory.ipus for c in m.breakdown} - set(_COLOURS))
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(labels) + 3.0), 5.0))
-    try:
-        bottoms = [0.0] * len(labels)
-        for cat in categories:
-            values = [m.breakdown.get(cat, 0) / _MIB for m in memory.ipus]
-            ax.bar(labels, values, bottom=bottoms, color=_COLOURS.get(cat), label=cat.replace("_", " "),
-                   edgecolor="white", linewidth=0.4)
-            bottoms = [b + v for b, v in zip(bottoms, values)]
-        for i, m in enumerate(memory.ipus):
-            cap = m.capacity_bytes / _MIB
-            ax.hlines(cap, i - 0.45, i + 0.45, colors="black", linestyles="--", linewidth=1.2,
-                      label="capacity" if i == 0 else None)
-            status = "fits" if m.fits else "OUT OF MEMORY"
-            ax.annotate(f"{status}\nmax tile {human_bytes(m.max_tile_bytes, 1, 'KiB')}", (i, max(bottoms[i], cap)),
-                        xytext=(0, 4), textcoords="offset points", ha="center", va="bottom", fontsize=7,
-                        color="black" if m.fits else "#c00000")
-        ax.set_ylabel("MiB")
-        ax.set_title(title or ("Memory per IPU" + ("" if memory.fits else " (does not fit)")))
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-        ax.set_ylim(0, 1.18 * max(max(bottoms), max(m.capacity_bytes for m in memory.ipus) / _MIB))
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-    finally:
-        plt.close(fig)
+    fig, ax = _figure(max(5.0, 1.2 * len(labels) + 3.0), 5.0)
+    bottoms = [0.0] * len(labels)
+    for cat in categories:
+        values = [m.breakdown.get(cat, 0) / _MIB for m in memory.ipus]
+        ax.bar(labels, values, bottom=bottoms, color=_COLOURS.get(cat), label=cat.replace("_", " "),
+               edgecolor="white", linewidth=0.4)
+        bottoms = [b + v for b, v in zip(bottoms, values)]
+    for i, m in enumerate(memory.ipus):
+        cap = m.capacity_bytes / _MIB
+        ax.hlines(cap, i - 0.45, i + 0.45, colors="black", linestyles="--", linewidth=1.2,
+                  label="capacity" if i == 0 else None)
+        status = "fits" if m.fits else "OUT OF MEMORY"
+        ax.annotate(f"{status}\nmax tile {human_bytes(m.max_tile_bytes, 1, 'KiB')}", (i, max(bottoms[i], cap)),
+                    xytext=(0, 4), textcoords="offset points", ha="center", va="bottom", fontsize=7,
+                    color="black" if m.fits else "#c00000")
+    ax.set_ylabel("MiB")
+    ax.set_title(title or ("Memory per IPU" + ("" if memory.fits else " (does not fit)")))
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_ylim(0, 1.18 * max(max(bottoms), max(m.capacity_bytes for m in memory.ipus) / _MIB))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
     return path
 
 
@@ -67,7 +63,6 @@ def save_liveness_chart(steps: Sequence[Tuple[str, int, int]], path: Union[str, 
 
     ``steps`` are (label, always-live bytes, not-always-live bytes), as ``emulator.memory.liveness_series`` gives.
     """
-    plt = _pyplot()
     path = Path(path)
     if not steps:
         raise ValueError("liveness chart: no program steps to plot")
@@ -75,25 +70,22 @@ def save_liveness_chart(steps: Sequence[Tuple[str, int, int]], path: Union[str, 
     always = [s[1] / _MIB for s in steps]
     nal = [s[2] / _MIB for s in steps]
     x = list(range(len(steps)))
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.22 * len(steps) + 3.0), 4.5))
-    try:
-        ax.stackplot(x, always, nal, labels=["always live", "not always live"], colors=["#2e75b6", "#f4b183"],
-                     step="mid")
-        if capacity_bytes:
-            ax.axhline(capacity_bytes / _MIB, color="black", linestyle="--", linewidth=1.2, label="capacity")
-        peak = max(range(len(steps)), key=lambda i: always[i] + nal[i])
-        ax.annotate(f"peak: {labels[peak]}", (peak, always[peak] + nal[peak]), xytext=(0, 6),
-                    textcoords="offset points", ha="center", fontsize=7)
-        ax.set_xticks(x)
-        ax.set_xticklabels(labels, rotation=90, fontsize=6)
-        ax.set_xlim(-0.5, len(steps) - 0.5)
-        top = max(a + n for a, n in zip(always, nal))
-        ax.set_ylim(0, 1.25 * max(top, capacity_bytes / _MIB if capacity_bytes else 0.0))
-        ax.set_ylabel("MiB")
-        ax.set_title(title or "Liveness")
-        ax.legend(fontsize=7, loc="upper left", ncol=3)
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-    finally:
-        plt.close(fig)
+    fig, ax = _figure(max(6.0, 0.22 * len(steps) + 3.0), 4.5)
+    ax.stackplot(x, always, nal, labels=["always live", "not always live"], colors=["#2e75b6", "#f4b183"],
+                 step="mid")
+    if capacity_bytes:
+        ax.axhline(capacity_bytes / _MIB, color="black", linestyle="--", linewidth=1.2, label="capacity")
+    peak = max(range(len(steps)), key=lambda i: always[i] + nal[i])
+    ax.annotate(f"peak: {labels[peak]}", (peak, always[peak] + nal[peak]), xytext=(0, 6),
+                textcoords="offset points", ha="center", fontsize=7)
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, rotation=90, fontsize=6)
+    ax.set_xlim(-0.5, len(steps) - 0.5)
+    top = max(a + n for a, n in zip(always, nal))
+    ax.set_ylim(0, 1.25 * max(top, capacity_bytes / _MIB if capacity_bytes else 0.0))
+    ax.set_ylabel("MiB")
+    ax.set_title(title or "Liveness")
+    ax.legend(fontsize=7, loc="upper left", ncol=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
     return path
