@@ -135,9 +135,10 @@ def draw_gantt(events: Sequence[Event], path: Union[str, Path], title: str = "")
     """Draw the step's events (``ipuexp.emulator.timing.step_events``) to a PNG at ``path``."""
     path = Path(path)
     fig = gantt_figure(events, title)
-    # The layout once more, with the block labels, as savefig would; then savefig draws once, not twice.
+    # The layout once more, with the block labels, as savefig would; with no layout engine left, savefig draws
+    # once, not twice.
     fig.get_layout_engine().execute(fig)
-    fig.set_layout_engine("none")
+    fig.set_layout_engine(None)
     fig.savefig(path, dpi=DPI)
     return path
 

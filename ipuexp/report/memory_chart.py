@@ -27,6 +27,12 @@ def _figure(width: float, height: float):
     return fig, fig.subplots()
 
 
+def _save(fig, path: Path) -> None:
+    fig.tight_layout()
+    fig.set_layout_engine(None)  # laid out: with no engine left (not even "none"), savefig draws once, not twice
+    fig.savefig(path, dpi=110)
+
+
 def save_memory_chart(memory: MemoryFigures, path: Union[str, Path], title: Optional[str] = None) -> Path:
     """Stacked bars of each IPU's memory by category, with the IPU's capacity; returns the PNG path."""
     path = Path(path)
@@ -52,8 +58,7 @@ def save_memory_chart(memory: MemoryFigures, path: Union[str, Path], title: Opti
     ax.set_title(title or ("Memory per IPU" + ("" if memory.fits else " (does not fit)")))
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_ylim(0, 1.18 * max(max(bottoms), max(m.capacity_bytes for m in memory.ipus) / _MIB))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    _save(fig, path)
     return path
 
 
@@ -86,6 +91,5 @@ def save_liveness_chart(steps: Sequence[Tuple[str, int, int]], path: Union[str, 
     ax.set_ylabel("MiB")
     ax.set_title(title or "Liveness")
     ax.legend(fontsize=7, loc="upper left", ncol=3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    _save(fig, path)
     return path
