@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Sequence, Tuple, Union
 import numpy as np
 
 from ipuexp.emulator.pipeline import Event
-from ipuexp.report.step_segments import Columns, Segment, micro_batches, segments, shares
+from ipuexp.report.step_segments import Columns, Segment, micro_batches, runs, segments, shares
 
 COLOURS: Dict[str, str] = {
     "fwd": "tab:blue",
@@ -67,12 +67,8 @@ def _bars(ax, xs: np.ndarray, widths: np.ndarray, row: int, colour: str) -> None
 def _draw_scaled(ax, c: Columns, rows: Dict[int, int], part: Segment, scale: float) -> np.ndarray:
     """The blocks of one stretch to scale; returns the indices of the passes in it, for their labels."""
     inside = np.flatnonzero(~((c.start >= part.end_s) | (c.start + c.dur <= part.start_s)))
-    ipu, cat = c.ipu[inside], c.cat[inside]
-    groups = ipu * len(c.kinds) + cat
-    order = np.argsort(groups, kind="stable")
-    cuts = np.flatnonzero(np.diff(groups[order])) + 1
-    runs = np.split(inside[order], cuts) if len(order) else []
-    for run in sorted(runs, key=lambda r: r[0]):  # (IPU, category) in order of first appearance, as drawn before
+    for run in runs(c.ipu[inside] * len(c.kinds) + c.cat[inside]):  # each (IPU, category) in order of appearance
+        run = inside[run]
         kind = c.kinds[c.cat[run[0]]]
         _bars(ax, c.start[run] * scale, c.dur[run] * scale, rows[int(c.ipu[run[0]])], COLOURS.get(kind, "0.3"))
     ax.set_xlim(part.start_s * scale, part.end_s * scale)
@@ -145,6 +141,7 @@ def draw_gantt(events: Sequence[Event], path: Union[str, Path], title: str = "")
 
 def gantt_figure(events: Sequence[Event], title: str = "") -> Any:
     """The chart as a matplotlib ``Figure`` (object API, rendered by Agg: no pyplot state)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
@@ -157,6 +154,9 @@ def gantt_figure(events: Sequence[Event], title: str = "") -> Any:
     parts = segments(c)
     height = max(2.2, 0.45 * len(ipus) + 1.9)
     fig = Figure(figsize=(14, height), dpi=DPI, layout="constrained")
+    # An Agg canvas of its own: the layout passes and savefig then share one renderer and its text metrics (a
+    # figure without one makes a renderer, and measures every text again, each time).
+    FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(parts), sharey=True, squeeze=False, gridspec_kw={"width_ratios": _widths(parts)})
     fig.get_layout_engine().set(wspace=0.0, w_pad=0.01)
     axes = list(axes[0])

@@ -149,15 +149,20 @@ def shares(events: Events, segment: Segment) -> Dict[int, Dict[str, float]]:
     inside = np.flatnonzero(b > a)
     part = (b[inside] - a[inside]) / span
     ipu, cat = c.ipu[inside], c.cat[inside]
-    groups = ipu * len(c.kinds) + cat
-    order = np.argsort(groups, kind="stable")
-    cuts = np.flatnonzero(np.diff(groups[order])) + 1
-    sums = {}
+    out: Dict[int, Dict[str, float]] = {}
     # Each sum added up one event after another, as a loop over the events would: cumsum accumulates in order
     # (np.sum pairs terms up and rounds differently).
-    for run in np.split(order, cuts) if len(order) else []:
-        sums[int(run[0])] = float(np.cumsum(part[run])[-1])
-    out: Dict[int, Dict[str, float]] = {}
-    for at in sorted(sums):  # in order of first appearance
-        out.setdefault(int(ipu[at]), {})[c.kinds[cat[at]]] = sums[at]
+    for run in runs(ipu * len(c.kinds) + cat):
+        out.setdefault(int(ipu[run[0]]), {})[c.kinds[cat[run[0]]]] = float(np.cumsum(part[run])[-1])
     return out
+
+
+def runs(groups: np.ndarray) -> List[np.ndarray]:
+    """The positions of each distinct value of ``groups`` (small non-negative integers), in order, the groups in
+    order of first appearance."""
+    if not len(groups):
+        return []
+    small = groups.astype(np.int16) if groups.max() < 2 ** 15 else groups  # a stable radix sort
+    order = np.argsort(small, kind="stable")
+    found = np.split(order, np.flatnonzero(np.diff(small[order])) + 1)
+    return sorted(found, key=lambda r: r[0])
