@@ -192,15 +192,16 @@ def main(argv: Optional[List[str]] = None) -> None:
                 check_optimiser(cfg, overrides)
                 check_launcher(cfg.hydra.launcher)
                 others += search_space_points(cfg, first)
-            for point in others:
-                preflight(point, rules=False)
+            from ipuexp.config.swept_values import check_points
+
+            check_points(cfg, first, others, lambda point: preflight(point, rules=False))
         except ConfigError as err:
             print(f"ipuexp: config error: {err}", file=sys.stderr)
             sys.exit(EXIT_CONFIG_ERROR)
     optimiser = _is_multirun(argv) and any(a.startswith("hydra/sweeper=") and a.split("=", 1)[1] not in
                                             ("ipuexp", "basic") for a in argv)
     multirun = _is_multirun(argv)
-    if multirun:
+    if multirun and mode is not _UNKNOWN and cfg.tracking.enabled:
         from ipuexp.tracking import recorder
 
         recorder.allow()  # a sweep run here records its MLflow runs from a process of its own

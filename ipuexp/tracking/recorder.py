@@ -24,9 +24,11 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, List, Optional, Tuple
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 log = logging.getLogger("ipuexp")
 
@@ -122,6 +124,8 @@ def start_aside() -> None:
     if threading.active_count() != 1 or has_clients():
         pending.here()
         return
+    from multiprocessing.connection import Pipe
+
     parent_end, child_end = Pipe()
     _flush()  # what this process has buffered is written once, not again by the child
     pid = os.fork()
@@ -187,7 +191,7 @@ def finish(orphans_to: str = "KILLED") -> bool:
 class Recorder:
     """The driver's end of the recorder."""
 
-    def __init__(self, pid: int, conn: Connection, sweep_dir: Path):
+    def __init__(self, pid: int, conn: "Connection", sweep_dir: Optional[Path]):
         self.pid, self.conn, self.sweep_dir = pid, conn, sweep_dir
         self._resumed: Optional[FrozenSet[str]] = None
 
@@ -236,7 +240,7 @@ class Recorder:
                         "in their folders")
 
 
-def _serve(conn: Connection, pending: _Start) -> int:
+def _serve(conn: "Connection", pending: _Start) -> int:
     """The recorder: the sweep's start, each job's run, the sweep's end. The driver decides when it ends (an
     interrupt reaches both processes; the driver's jobs record theirs as KILLED and then close the sweep)."""
     for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
