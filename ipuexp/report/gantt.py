@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Sequence, Tuple, Union
 import numpy as np
 
 from ipuexp.emulator.pipeline import Event
+from ipuexp.report.gc_freeze import existing_objects_frozen
 from ipuexp.report.step_segments import Columns, Segment, micro_batches, runs, segments, shares
 
 COLOURS: Dict[str, str] = {
@@ -127,6 +128,7 @@ def _break_marks(ax, left: bool, right: bool) -> None:
                 markersize=9, markeredgewidth=0.9, color="k", clip_on=False)
 
 
+@existing_objects_frozen()
 def draw_gantt(events: Sequence[Event], path: Union[str, Path], title: str = "") -> Path:
     """Draw the step's events (``ipuexp.emulator.timing.step_events``) to a PNG at ``path``."""
     path = Path(path)

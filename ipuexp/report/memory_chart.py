@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Sequence, Tuple, Union
 
+from ipuexp.report.gc_freeze import existing_objects_frozen
 from ipuexp.result import MemoryFigures
 from ipuexp.units import MIB, human_bytes
 
@@ -33,6 +34,7 @@ def _save(fig, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+@existing_objects_frozen()
 def save_memory_chart(memory: MemoryFigures, path: Union[str, Path], title: Optional[str] = None) -> Path:
     """Stacked bars of each IPU's memory by category, with the IPU's capacity; returns the PNG path."""
     path = Path(path)
@@ -62,6 +64,7 @@ def save_memory_chart(memory: MemoryFigures, path: Union[str, Path], title: Opti
     return path
 
 
+@existing_objects_frozen()
 def save_liveness_chart(steps: Sequence[Tuple[str, int, int]], path: Union[str, Path],
                         capacity_bytes: Optional[int] = None, title: Optional[str] = None) -> Path:
     """Always-live and not-always-live bytes at each program step of one IPU; returns the PNG path.

@@ -1,0 +1,24 @@
+"""Cyclic garbage collection kept off the objects that exist before a chart is drawn.
+
+A long step's charts are drawn next to its events: hundreds of thousands of objects that every full collection
+walks. Matplotlib allocates enough while drawing to set one off (a tenth of a second or more, longer than some
+charts take). Frozen (``gc.freeze``) for the drawing, they are left out of every collection meanwhile; the
+drawing's own garbage is collected as usual.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+from typing import Iterator
+
+
+@contextlib.contextmanager
+def existing_objects_frozen() -> Iterator[None]:
+    if gc.get_freeze_count():  # someone else froze objects: leave the freeze to them
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
