@@ -154,11 +154,12 @@ def trace_text(events: list, before: Callable[[List[int]], str], after: str) -> 
         args.append(f'{float(d_vals[d].view(np.float64))!r},"args":{{{text}')
     numbers = np.array([""] + list(map(str, range(int(mb.max()) + 1))), dtype=object)
     opening = '}},{"name":' + quote
-    tails = np.full(m, opening, dtype=object)
+    x_texts, x_index = [opening], np.zeros(m, dtype=np.int64)
     if len(exchange):
         x_vals, x_code = _distinct(exchange.view(np.int64))
-        tails[x_of] = np.array([f',"exchange_us":{v!r}{opening}' for v in x_vals.view(np.float64).tolist()],
-                               dtype=object)[x_code]
+        x_texts += [f',"exchange_us":{v!r}{opening}' for v in x_vals.view(np.float64).tolist()]
+        x_index[x_of] = x_code + 1
+    tails = np.array(x_texts, dtype=object)[x_index].tolist()
     tails[-1] = tails[-1][:-len(opening)] + "}}" + after
 
     pieces = 8
@@ -171,5 +172,5 @@ def trace_text(events: list, before: Callable[[List[int]], str], after: str) -> 
     out[5::pieces] = ends
     out[6::pieces] = np.array(args, dtype=object)[key_code].tolist()
     out[7::pieces] = numbers[np.maximum(mb + 1, 0)].tolist()
-    out[8::pieces] = tails.tolist()
+    out[8::pieces] = tails
     return "".join(out)
