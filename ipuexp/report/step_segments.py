@@ -64,6 +64,8 @@ class Columns:
         return len(self.start)
 
     def where(self, mask: np.ndarray) -> "Columns":
+        if mask.all():
+            return self
         out = object.__new__(Columns)
         out.kinds = self.kinds
         for name in ("cat", "ipu", "start", "dur", "stage", "mb"):
