@@ -50,28 +50,34 @@ def _widths(parts: List[Segment]) -> List[float]:
     return [SUMMED_WIDTH if p.summed else next(it) * k for p in parts]
 
 
-def _bars(ax, xs: np.ndarray, widths: np.ndarray, row: int, colour: str) -> None:
-    """The rectangles ``ax.broken_barh(list(zip(xs, widths)), (row - 0.4, 0.8), facecolors=colour, linewidth=0)``
-    draws (bottom-aligned, corners in its order), with the vertices built at once. They take no part in
-    autoscaling (each autoscale is costly): the chart sets its limits itself."""
+def _bars(ax, xs: np.ndarray, widths: np.ndarray, rows: Any, colours: List[Tuple[str, int]]) -> None:
+    """The rectangles ``ax.broken_barh([(x, w), ...], (row - 0.4, 0.8), facecolors=colour, linewidth=0)`` draws
+    (bottom-aligned, corners in its order), one call for each (colour, count) of ``colours`` in turn, as one
+    collection drawn in the same order, with the vertices built at once. They take no part in autoscaling (each
+    autoscale is costly): the chart sets its limits itself."""
     from matplotlib.collections import PolyCollection
+    from matplotlib.colors import to_rgba
 
-    y0 = row - 0.4
+    y0 = np.asarray(rows, dtype=np.float64) - 0.4
     y1 = y0 + 0.8
     x1 = xs + widths
     verts = np.empty((len(xs), 4, 2))
     verts[:, 0, 0], verts[:, 1, 0], verts[:, 2, 0], verts[:, 3, 0] = xs, xs, x1, x1
     verts[:, 0, 1], verts[:, 1, 1], verts[:, 2, 1], verts[:, 3, 1] = y0, y1, y1, y0
-    ax.add_collection(PolyCollection(verts, facecolors=colour, linewidth=0), autolim=False)
+    faces = np.repeat([to_rgba(colour) for colour, _ in colours], [n for _, n in colours], axis=0)
+    ax.add_collection(PolyCollection(verts, facecolors=faces, linewidth=0), autolim=False)
 
 
 def _draw_scaled(ax, c: Columns, rows: Dict[int, int], part: Segment, scale: float) -> np.ndarray:
     """The blocks of one stretch to scale; returns the indices of the passes in it, for their labels."""
     inside = np.flatnonzero(~((c.start >= part.end_s) | (c.start + c.dur <= part.start_s)))
-    for run in runs(c.ipu[inside] * len(c.kinds) + c.cat[inside]):  # each (IPU, category) in order of appearance
-        run = inside[run]
-        kind = c.kinds[c.cat[run[0]]]
-        _bars(ax, c.start[run] * scale, c.dur[run] * scale, rows[int(c.ipu[run[0]])], COLOURS.get(kind, "0.3"))
+    # Each (IPU, category) in order of first appearance, as broken_barh calls would draw them.
+    order = runs(c.ipu[inside] * len(c.kinds) + c.cat[inside])
+    if order:
+        bars = inside[np.concatenate(order)]
+        bar_rows = np.array([rows[i] for i in sorted(rows)])[np.searchsorted(sorted(rows), c.ipu[bars])]
+        colours = [(COLOURS.get(c.kinds[c.cat[inside[r[0]]]], "0.3"), len(r)) for r in order]
+        _bars(ax, c.start[bars] * scale, c.dur[bars] * scale, bar_rows, colours)
     ax.set_xlim(part.start_s * scale, part.end_s * scale)
     return inside[c.of_kind(*LETTERS)[inside]]
 
@@ -108,7 +114,7 @@ def _draw_summed(ax, c: Columns, rows: Dict[int, int], part: Segment, scale: flo
         for cat in COLOURS:
             share = busy.get(ipu, {}).get(cat, 0.0)
             if share > 0:
-                _bars(ax, np.array([x]), np.array([share]), row, COLOURS[cat])
+                _bars(ax, np.array([x]), np.array([share]), [row], [(COLOURS[cat], 1)])
                 x += share
         ax.add_patch(Rectangle((0.0, row - 0.4), 1.0, 0.8, fill=False, edgecolor="0.35", linewidth=0.6))
         ax.text(0.5, row, f"busy {min(x, 1.0):.0%}", ha="center", va="center", fontsize=FONT, color="0.1",
