@@ -1,9 +1,9 @@
-"""Cyclic garbage collection kept off the objects that exist before a chart is drawn.
+"""Cyclic garbage collection kept off the objects that exist before a chart (or the trace) is made.
 
-A long step's charts are drawn next to its events: hundreds of thousands of objects that every full collection
+A long step's charts are made next to its events: hundreds of thousands of objects that every full collection
 walks. Matplotlib allocates enough while drawing to set one off (a tenth of a second or more, longer than some
-charts take). Frozen (``gc.freeze``) for the drawing, they are left out of every collection meanwhile; the
-drawing's own garbage is collected as usual.
+charts take). Frozen (``gc.freeze``) meanwhile, they are left out of every collection; what the drawing allocates
+is collected as usual.
 """
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Union
 
 from ipuexp.emulator.pipeline import Event
+from ipuexp.report.gc_freeze import existing_objects_frozen
 from ipuexp.report.trace_text import trace_text
 
 
@@ -79,6 +80,7 @@ def _json_events(merged: List[list]) -> Iterator[str]:
                f'"dur":{number(dur)},"args":{{{",".join(args)}}}}}')
 
 
+@existing_objects_frozen()
 def write_trace(events: Iterable[Event], path: Union[str, Path], title: str = "ipuexp step") -> Path:
     """Write the trace JSON of one step to ``path`` (gzip-compressed when it ends in ``.gz``): the text
     ``json.dumps`` writes for ``{"traceEvents": trace_events(...), "displayTimeUnit": "ms", "otherData": ...}``."""
