@@ -13,8 +13,9 @@ from typing import Any, Dict, List, Sequence, Tuple, Union
 import numpy as np
 
 from ipuexp.emulator.pipeline import Event
+from ipuexp.report.event_columns import Columns, runs
 from ipuexp.report.gc_freeze import existing_objects_frozen
-from ipuexp.report.step_segments import Columns, Segment, micro_batches, runs, segments, shares
+from ipuexp.report.step_segments import Segment, micro_batches, segments, shares
 
 COLOURS: Dict[str, str] = {
     "fwd": "tab:blue",

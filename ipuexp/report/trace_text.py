@@ -14,6 +14,8 @@ from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 
+from ipuexp.report.event_columns import Columns
+
 _LARGEST = 1e14
 """Above this many thousandths ``round`` is left to Python (the test below needs the float's rounding error well
 under a half)."""
@@ -71,30 +73,17 @@ def _sorted_order(ipu: np.ndarray, start: np.ndarray) -> np.ndarray:
     return order[np.argsort(small[order], kind="stable")]
 
 
-class _Codes(dict):
-    """Category -> code, numbered in order of first appearance."""
-
-    def __missing__(self, key: str) -> int:
-        code = self[key] = len(self)
-        return code
-
-
 def trace_text(events: list, before: Callable[[List[int]], str], after: str) -> Optional[str]:
     """``before(the IPUs, sorted)``, the comma-separated JSON of the merged complete events, then ``after``; None
     where not exact."""
     n = len(events)
     if n == 0:
         return before([]) + after
-    codes = _Codes()
     try:
-        cat = np.fromiter(map(codes.__getitem__, [e.category for e in events]), np.int64, n)
-        ipu = np.fromiter([e.ipu for e in events], np.int64, n)
-        start = np.array([e.start_s for e in events], dtype=np.float64)
-        dur = np.array([e.duration_s for e in events], dtype=np.float64)
-        stage = np.fromiter([e.stage for e in events], np.int64, n)
-        mb = np.fromiter([e.micro_batch for e in events], np.int64, n)
+        c = Columns(events)
     except (TypeError, ValueError, OverflowError):  # not the numbers an Event holds
         return None
+    kinds, cat, ipu, start, dur, stage, mb = c.kinds, c.cat, c.ipu, c.start, c.dur, c.stage, c.mb
     names = np.array([e.name for e in events], dtype=object)
     if np.isnan(start).any() or max(int(stage.max()), int(mb.max())) > 4 * n + 1000:
         return None
@@ -104,7 +93,7 @@ def trace_text(events: list, before: Callable[[List[int]], str], after: str) -> 
     du = _round3(dur * 1e6)[0]
 
     # An exchange joins the event before it on its IPU: same micro-batch and stage, and it starts where that ends.
-    cand = (mb >= 0) & (cat == codes.get("exchange", -1))
+    cand = (mb >= 0) & c.of_kind("exchange")[order]
     same = ipu[1:] == ipu[:-1]
     gap = (ts[:-1] + du[:-1]) - ts[1:]
     merged = np.zeros(n, dtype=bool)
@@ -129,8 +118,8 @@ def trace_text(events: list, before: Callable[[List[int]], str], after: str) -> 
     # The start: category and IPU from a table; the whole microseconds as thousands and the rest (two lookups cost
     # less than str() of each number); the fraction from a table.
     ipus, ipu_code = _distinct(ipu)
-    firsts = np.array([f'{quote},"cat":{encode_basestring_ascii(c)},"ph":"X","pid":0,"tid":{i},"ts":'
-                       for c in codes for i in ipus.tolist()], dtype=object)[cat * len(ipus) + ipu_code].tolist()
+    firsts = np.array([f'{quote},"cat":{encode_basestring_ascii(k)},"ph":"X","pid":0,"tid":{i},"ts":'
+                       for k in kinds for i in ipus.tolist()], dtype=object)[cat * len(ipus) + ipu_code].tolist()
     whole = ts_k // 1000
     thousands = whole // 1000
     heads = np.array([""] + list(map(str, range(1, int(thousands.max()) + 1))), dtype=object)[thousands].tolist()
