@@ -111,13 +111,39 @@ def sweep_points(overrides: List[str]) -> List[List[str]]:
 
     from ipuexp.config.errors import unparsable
 
+    axes = _axes(overrides)
+    first = [axis[0] for axis in axes]
+    return [first] + [first[:i] + [value] + first[i + 1:] for i, axis in enumerate(axes) for value in axis[1:]]
+
+
+def _axes(overrides: List[str]) -> List[List[str]]:
+    """Each override's values to check (``_axis``), in order."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    from ipuexp.config.errors import unparsable
+
     try:
         parsed = OverridesParser.create(config_loader=_config_loader()).parse_overrides(overrides)
     except OverrideParseException as exc:
         raise unparsable(exc.override, exc.message) from None
-    axes = [_axis(ov) for ov in parsed]
-    first = [axis[0] for axis in axes]
-    return [first] + [first[:i] + [value] + first[i + 1:] for i, axis in enumerate(axes) for value in axis[1:]]
+    return [_axis(ov) for ov in parsed]
+
+
+def _record_aside(cfg: ConfigNode, overrides: List[str]) -> None:
+    """A tracked grid sweep that will run in this process leaves its MLflow work to a recorder
+    (:mod:`ipuexp.tracking.recorder`), forked now, so that MLflow is imported and the store opened while Hydra
+    composes the sweep."""
+    import math
+
+    from ipuexp.tracking import recorder
+    from ipuexp.tracking.hydra_callback import records_aside
+
+    recorder.allow()
+    if records_aside(cfg, math.prod(len(axis) for axis in _axes(overrides))):
+        from ipuexp.tracking.store import tracking_uri
+
+        recorder.start_early(tracking_uri(cfg))
 
 
 def _config_loader() -> Any:
@@ -201,10 +227,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     optimiser = _is_multirun(argv) and any(a.startswith("hydra/sweeper=") and a.split("=", 1)[1] not in
                                             ("ipuexp", "basic") for a in argv)
     multirun = _is_multirun(argv)
-    if multirun and mode is not _UNKNOWN and cfg.tracking.enabled:
-        from ipuexp.tracking import recorder
-
-        recorder.allow()  # a sweep run here records its MLflow runs from a process of its own
+    if multirun:
+        if mode is not _UNKNOWN and cfg.tracking.enabled:
+            _record_aside(cfg, overrides)
         # Hydra prints what a sweep raises, then a HYDRA_FULL_ERROR hint; let it through to be told apart (below).
         os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     try:

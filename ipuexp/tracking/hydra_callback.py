@@ -31,47 +31,15 @@ class SweepTracking(Callback):
         ctx = self._context(config)
         if ctx is None:
             return
-        from ipuexp.tracking import recorder, safety
+        from ipuexp.tracking import recorder
         from ipuexp.tracking.resume import driver_process
-        from ipuexp.tracking.store import client
-        from ipuexp.tracking.sweep import release_parent
 
         ctx.dir.mkdir(parents=True, exist_ok=True)
-        driver, held, start_ms = driver_process(), [], int(time.time() * 1000)
-
-        def start(resumed: bool = False) -> Any:
-            held.append(_open_sweep(config, ctx, driver, start_ms, resumed))
-            return held[-1]
-
-        def end(how: str) -> None:
-            """``end``: the sweep is over; ``KILLED``: the driver exits early (Ctrl-C), its stale children are
-            KILLED, without the links; ``gone``: the driver ended without a word (``kill -9``), so is the parent."""
-            if how == "end":
-                self._close(config)
-            elif held:
-                s = held[-1]
-                c = client(s.uri)
-                release_parent(c, s.experiment_id, s.parent_id, ctx, orphans_to="KILLED")
-                if how == "gone":
-                    from ipuexp.tracking.store import retry
-
-                    retry(c.set_tag, s.parent_id, "error", "its sweep's driver process ended without closing it")
-                    retry(c.set_terminated, s.parent_id, status="KILLED")
-                _remove_lock(ctx)
-
-        def here() -> None:
-            s = start()
-            # The jobs' lock goes with the sweep however it ends (a failed point or Ctrl-C skips on_multirun_end);
-            # registered first, it runs after the net below, which takes the lock once more.
-            atexit.register(_remove_lock, ctx)
-            # An early exit of the driver skips on_multirun_end: its atexit net ends the parent and its stale
-            # children.
-            c = client(s.uri)
-            safety.register(s.parent_id, lambda status: release_parent(c, s.experiment_id, s.parent_id, ctx,
-                                                                       orphans_to=status))
-
-        if not (_deferrable(config) and recorder.defer(ctx.dir, lambda: start(resumed=True), here, end)):
-            here()
+        driver, start_ms = driver_process(), int(time.time() * 1000)
+        spec = ("sweep", config, ctx, driver, start_ms)
+        if not (deferrable(config) and recorder.defer(ctx.dir, spec, lambda: _start_here(config, ctx, driver,
+                                                                                         start_ms))):
+            _start_here(config, ctx, driver, start_ms)
 
     def on_multirun_end(self, config: DictConfig, cluster_lost: Optional[Any] = None, **kwargs: Any) -> None:
         """Close the sweep's runs; ``cluster_lost`` (``ipuexp.runner.loss.ClusterLoss``) when its cluster went away."""
@@ -125,13 +93,47 @@ class SweepTracking(Callback):
         return SweepContext(dir=sweep_dir, sweep_overrides=overrides, swept_keys=swept)
 
 
-def _open_sweep(config: DictConfig, ctx: Any, driver: str, start_ms: int, resumed: bool) -> Any:
+def _start_here(config: DictConfig, ctx: Any, driver: str, start_ms: int) -> None:
+    """The sweep's start in the driver, with its exit nets."""
+    from ipuexp.tracking import safety
+    from ipuexp.tracking.store import client
+    from ipuexp.tracking.sweep import release_parent
+
+    s = sweep_start(config, ctx, driver, start_ms, resumed=False)
+    # The jobs' lock goes with the sweep however it ends (a failed point or Ctrl-C skips on_multirun_end);
+    # registered first, it runs after the net below, which takes the lock once more.
+    atexit.register(_remove_lock, ctx)
+    # An early exit of the driver skips on_multirun_end: its atexit net ends the parent and its stale children.
+    c = client(s.uri)
+    safety.register(s.parent_id, lambda status: release_parent(c, s.experiment_id, s.parent_id, ctx,
+                                                               orphans_to=status))
+
+
+def sweep_end(config: DictConfig, ctx: Any, how: str, started: Any) -> None:
+    """The sweep's end in its recorder: ``end``, the sweep is over (as ``on_multirun_end``); ``KILLED``, the driver
+    exits early (Ctrl-C): its stale children are KILLED, without the links; ``gone``, the driver ended without a
+    word (``kill -9``), and so is the parent run."""
+    from ipuexp.tracking.store import client, retry
+    from ipuexp.tracking.sweep import release_parent
+
+    if how == "end":
+        SweepTracking()._close(config)
+        return
+    c = client(started.uri)
+    release_parent(c, started.experiment_id, started.parent_id, ctx, orphans_to="KILLED")
+    if how == "gone":
+        retry(c.set_tag, started.parent_id, "error", "its sweep's driver process ended without closing it")
+        retry(c.set_terminated, started.parent_id, status="KILLED")
+    _remove_lock(ctx)
+
+
+def sweep_start(config: DictConfig, ctx: Any, driver: str, start_ms: int, resumed: bool) -> Any:
     """Open the sweep's parent run (the driver's), as the sweep starts: tag it with its command, resume a lost
     sweep of that command, close the parents a killed driver left RUNNING. ``resumed``: also read the config hashes
     that the lost sweep finished (for a recorder, whose jobs do not look them up themselves)."""
     from ipuexp.tracking.identity import job_tags
     from ipuexp.tracking.recorder import Started
-    from ipuexp.tracking.resume import (DRIVER_PROCESS_TAG, finished_in_lost, close_orphans, command_key,
+    from ipuexp.tracking.resume import (DRIVER_PROCESS_TAG, close_orphans, command_key, finished_in_lost,
                                         lost_attempt, mark_attempt)
     from ipuexp.tracking.runs import PARENT_TAGS
     from ipuexp.tracking.store import client, experiment_id, experiment_name, retry, tracking_uri
@@ -157,7 +159,25 @@ def _open_sweep(config: DictConfig, ctx: Any, driver: str, start_ms: int, resume
     return Started(uri=uri, experiment_id=exp, parent_id=parent, resumed=finished)
 
 
-def _deferrable(config: DictConfig) -> bool:
+def records_aside(config: DictConfig, points: int) -> bool:
+    """Whether a sweep of ``points`` will leave its MLflow work to a recorder: tracked, this callback configured, a
+    fixed experiment, ``deferrable`` and run in this process (``ipuexp.runner.placement``)."""
+    from types import SimpleNamespace
+
+    from ipuexp.runner.placement import functional, in_process
+
+    callbacks = OmegaConf.select(config, "hydra.callbacks", default=None) or {}
+    if not any(str(cb.get("_target_", "")).endswith(".SweepTracking") for cb in callbacks.values()):
+        return False
+    if SweepTracking._context(config) is None or not deferrable(config):
+        return False
+    launcher = config.hydra.launcher
+    return in_process(SimpleNamespace(address=launcher.get("address")), launcher.get("runtime_env"),
+                      int(launcher.get("in_process_below", 0)), points,
+                      functional(config, [list(config.hydra.overrides.task)])) is not None
+
+
+def deferrable(config: DictConfig) -> bool:
     """Whether the sweep's MLflow work may go to a recorder (:mod:`ipuexp.tracking.recorder`): ipuexp's launcher
     (which hands it over when it runs the jobs here), a grid sweeper, jobs that do not ask the store first."""
     from ipuexp.app import GRID_SWEEPERS

@@ -35,21 +35,21 @@ log = logging.getLogger("ipuexp")
 _allowed = False
 _pending: Optional["_Start"] = None
 _active: Optional["Recorder"] = None
+_early: Optional["Recorder"] = None
+"""A recorder forked before the sweep's start was known (``start_early``)."""
 
 
 @dataclass
 class _Start:
-    """The callback's start, not yet done: ``start()`` opens the parent run and returns a :class:`Started`;
-    ``end(orphans_to)`` closes the sweep."""
+    """The start the callback (or a single run) keeps for the recorder: ``spec`` says what the recorder does, in
+    plain values (it may be sent to a recorder forked before the callback ran); ``here`` does the start in the
+    driver instead, as without a recorder."""
 
     sweep_dir: Optional[Path]
     """The sweep's folder; None for a single run."""
-    start: Callable[[], "Started"]
-    """The start in the recorder."""
+    spec: Tuple[Any, ...]
+    """``("sweep", config, SweepContext, driver process, start ms)`` or ``("run", uri, experiment name)``."""
     here: Callable[[], None]
-    """The start in the driver, as without a recorder (with the driver's exit nets)."""
-    end: Callable[[str], None]
-    """``end``, ``KILLED`` (the driver exits early) or ``gone`` (the driver is gone without a word)."""
 
 
 @dataclass
@@ -93,37 +93,68 @@ def allow() -> None:
     _allowed = True
 
 
-def defer(sweep_dir: Optional[Path], start: Callable[[], Started], here: Callable[[], None], end: Callable[[str], None]
-          ) -> bool:
+def defer(sweep_dir: Optional[Path], spec: Tuple[Any, ...], here: Callable[[], None]) -> bool:
     """Keep the callback's start for the launcher to hand to a recorder (True), or say it must be done now."""
     global _pending
     if not _allowed or not hasattr(os, "fork"):
         return False
-    _pending = _Start(sweep_dir, start, here, end)
+    _pending = _Start(sweep_dir, spec, here)
     return True
 
 
 def start_here() -> None:
-    """Do a kept start in this process (a sweep on Ray: its workers look for the parent run)."""
-    global _pending
+    """Do a kept start in this process (a sweep on Ray: its workers look for the parent run); a recorder forked
+    early for it is let go."""
+    global _pending, _early
     pending, _pending = _pending, None
+    early, _early = _early, None
+    if early is not None:
+        early.close("quit")
     if pending is not None:
         pending.here()
 
 
+def start_early(uri: str) -> None:
+    """Fork the recorder before Hydra starts (``python -m ipuexp`` once its pre-flight composition says a tracked
+    sweep will run here): it imports MLflow and opens the store ``uri`` while Hydra composes the sweep, then waits
+    for the start the Hydra callback keeps (``start_aside``), or to be let go."""
+    global _early
+    if _allowed and _early is None:
+        _early = _fork(lambda conn: _serve_early(conn, uri), None)
+
+
 def start_aside() -> None:
-    """Hand a kept start to a forked recorder; where this process cannot fork safely (other threads), do it here."""
-    global _pending, _active
+    """Hand a kept start to the recorder (forking it now unless it was forked early); where this process cannot
+    fork safely (other threads), do the start here."""
+    global _pending, _active, _early
     pending, _pending = _pending, None
     if pending is None or _active is not None:
         return
-    from ipuexp.tracking.store import has_clients
-
-    # A fork is safe in a process with one thread and no store connection of its own (SQLite's must not cross
-    # a fork); ``python -m ipuexp`` reaches here without having opened the store.
-    if threading.active_count() != 1 or has_clients():
+    if _early is not None:
+        rec, _early = _early, None
+        try:
+            rec.conn.send(("start", pending.spec))
+        except OSError:
+            rec.close("quit")
+            rec = None
+    else:
+        rec = _fork(lambda conn: _serve(conn, pending.spec), pending.sweep_dir)
+    if rec is None:
         pending.here()
         return
+    rec.sweep_dir = pending.sweep_dir
+    _active = rec
+    atexit.register(finish, "KILLED")  # an early exit (Ctrl-C) skips the callback's end
+
+
+def _fork(serve: Callable[[Any], int], sweep_dir: Optional[Path]) -> Optional["Recorder"]:
+    """The recorder process running ``serve(its end of the pipe)``, or None where forking is not safe: a process with
+    other threads, or with a store connection of its own (SQLite's must not cross a fork); ``python -m ipuexp``
+    forks before it opens the store."""
+    from ipuexp.tracking.store import has_clients
+
+    if threading.active_count() != 1 or has_clients():
+        return None
     from multiprocessing.connection import Pipe
 
     parent_end, child_end = Pipe()
@@ -133,13 +164,12 @@ def start_aside() -> None:
         parent_end.close()
         code = 1
         try:
-            code = _serve(child_end, pending)
+            code = serve(child_end)
         finally:
             _flush()
             os._exit(code)
     child_end.close()
-    _active = Recorder(pid, parent_end, pending.sweep_dir)
-    atexit.register(finish, "KILLED")  # an early exit (Ctrl-C) skips the callback's end
+    return Recorder(pid, parent_end, sweep_dir)
 
 
 def _flush() -> None:
@@ -157,15 +187,10 @@ def defer_run(cfg: Any) -> None:
     mode = cfg.engine.mode
     if not cfg.tracking.enabled or cfg.tracking.skip_completed or str(getattr(mode, "value", mode)) != "analytic":
         return
-    from ipuexp.tracking.store import client, experiment_id, experiment_name, tracking_uri
-
-    uri, name = tracking_uri(cfg), experiment_name(cfg)
-
-    def start() -> Started:
-        return Started(uri=uri, experiment_id=experiment_id(client(uri), name, uri), parent_id=None)
+    from ipuexp.tracking.store import experiment_name, tracking_uri
 
     allow()
-    if defer(None, start, lambda: None, lambda how: None):
+    if defer(None, ("run", tracking_uri(cfg), experiment_name(cfg)), lambda: None):
         start_aside()
 
 
@@ -223,11 +248,16 @@ class Recorder:
             log.warning(f"the MLflow recorder of the sweep has stopped: the run of {' '.join(record.overrides)} "
                         "is not recorded (its result is in the job's folder)")
 
-    def close(self, orphans_to: str) -> None:
+    def close(self, how: str) -> None:
+        """``end`` the sweep, or ``KILLED`` (the driver exits early), or ``quit`` (a recorder with nothing to do);
+        wait for the recorder."""
         try:
-            self.conn.send(("end", orphans_to))
+            self.conn.send(("end", how))
         except (BrokenPipeError, OSError):
             pass
+        if how == "quit":  # it may still be importing MLflow: it reads this once done, and ends
+            self.conn.close()
+            return
         while True:
             try:
                 _, status = os.waitpid(self.pid, 0)
@@ -235,22 +265,66 @@ class Recorder:
             except InterruptedError:
                 continue
         self.conn.close()
-        if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+        if how != "quit" and not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
             log.warning("the MLflow recorder of the sweep ended with an error (see above); the jobs' results are "
                         "in their folders")
 
 
-def _serve(conn: "Connection", pending: _Start) -> int:
-    """The recorder: the sweep's start, each job's run, the sweep's end. The driver decides when it ends (an
-    interrupt reaches both processes; the driver's jobs record theirs as KILLED and then close the sweep)."""
+def _serve_early(conn: "Connection", uri: str) -> int:
+    """A recorder forked before the sweep started: open the store (importing MLflow), then wait for the start."""
+    _ignore_signals()
+    from ipuexp.tracking.store import client
+
+    try:
+        client(uri)
+    except Exception:  # said as the start fails, if it does
+        pass
+    try:
+        kind, payload = conn.recv()
+    except (EOFError, OSError):
+        return 0
+    return _serve(conn, payload) if kind == "start" else 0
+
+
+def _ignore_signals() -> None:
+    """The driver decides when the recorder ends: an interrupt reaches both processes, and the driver's jobs record
+    theirs as KILLED, then close the sweep."""
     for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if sig is not None:
             signal.signal(sig, signal.SIG_IGN)
+
+
+def _start(spec: Tuple[Any, ...]) -> Started:
+    if spec[0] == "run":
+        from ipuexp.tracking.store import client, experiment_id
+
+        _, uri, name = spec
+        return Started(uri=uri, experiment_id=experiment_id(client(uri), name, uri), parent_id=None)
+    from hydra.core.utils import configure_log
+
+    from ipuexp.tracking.hydra_callback import sweep_start
+
+    _, config, ctx, driver, start_ms = spec
+    configure_log(config.hydra.hydra_logging, config.hydra.verbose)  # what it says, as the driver says it
+    return sweep_start(config, ctx, driver, start_ms, resumed=True)
+
+
+def _end(spec: Tuple[Any, ...], how: str, started: Started) -> None:
+    if spec[0] == "sweep":
+        from ipuexp.tracking.hydra_callback import sweep_end
+
+        _, config, ctx, _, _ = spec
+        sweep_end(config, ctx, how, started)
+
+
+def _serve(conn: "Connection", spec: Tuple[Any, ...]) -> int:
+    """The recorder: the sweep's start, each job's run, the sweep's end (``spec``: see ``_Start``)."""
+    _ignore_signals()
     from ipuexp.tracking.deferred import record_job
 
     ok = True
     try:
-        started: Optional[Started] = pending.start()
+        started: Optional[Started] = _start(spec)
     except Exception as exc:  # the store failed: the jobs' records cannot go anywhere; said once
         log.warning(f"ipuexp: MLflow recording of this sweep failed as it started: {exc}")
         started, ok = None, False
@@ -266,7 +340,7 @@ def _serve(conn: "Connection", pending: _Start) -> int:
         if kind == "end":
             if started is not None:
                 try:
-                    pending.end(payload)
+                    _end(spec, payload, started)
                 except Exception as exc:
                     log.warning(f"ipuexp: closing the sweep's MLflow runs failed: {exc}")
                     ok = False

@@ -22,7 +22,7 @@ def _sweep(tmp_path: Path, mode: str) -> str:
 
 def _runs(uri: str) -> dict:
     c = MlflowClient(uri)
-    (exp,) = [e for e in c.search_experiments() if e.name == "test"]
+    (exp,) = [e for e in c.search_experiments() if e.name in ("test", "bert_base")]
     runs = c.search_runs([exp.experiment_id])
     names = {r.info.run_id: r.info.run_name for r in runs}
     out = {}
@@ -102,3 +102,44 @@ def test_a_single_run_whose_store_failed_in_its_recorder_is_one_line_naming_the_
         with deferred_job(make_cfg(), recorder, None, None):
             raise ValueError("boom")
     assert recorder.sent[-1].status == "FAILED" and "error.txt" in recorder.sent[-1].texts
+
+
+DRIVER = """
+import atexit, sys
+import ipuexp.__main__ as cli
+atexit.register(lambda: print("driver imported mlflow:", "mlflow" in sys.modules))
+sys.argv = ["ipuexp"]
+cli.main(sys.argv[1:] + {args!r})
+"""
+
+
+def test_python_m_ipuexp_sweep_records_from_its_recorder_and_never_imports_mlflow(tmp_path: Path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = ["-m", "+recipe=bert_base", "options.gradient_accumulation=16,32", f"tracking.uri={uri}",
+            "hydra.sweep.dir=sweep"]
+    proc = subprocess.run([sys.executable, "-c", DRIVER.format(args=args)], cwd=tmp_path, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "driver imported mlflow: False" in proc.stdout
+    assert "Compare the sweep's 2 runs:" in proc.stdout  # the links, said by the recorder as the sweep ends
+    runs = _runs(uri)
+    parent = runs.pop("sweep options.gradient_accumulation=16,32")
+    assert parent["status"] == "FINISHED" and parent["tags"]["sweep_command"]
+    assert {name: (run["status"], run["parent"]) for name, run in runs.items()} == {
+        f"gradient_accumulation={ga}": ("FINISHED", "sweep options.gradient_accumulation=16,32") for ga in (16, 32)}
+    assert all(sorted(run["artifacts"]) == ["config.yaml", "result.json"] for run in runs.values())
+    assert not (tmp_path / "sweep" / ".mlflow-sweep.lock").exists()
+
+
+def test_a_single_run_prints_the_id_of_the_run_its_recorder_wrote(tmp_path: Path):
+    import re
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = ["+recipe=bert_base", f"tracking.uri={uri}", "hydra.run.dir=out"]
+    proc = subprocess.run([sys.executable, "-c", DRIVER.format(args=args)], cwd=tmp_path, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "driver imported mlflow: False" in proc.stdout
+    said = re.search(r"MLflow run ([0-9a-f]{32}) in experiment 'bert_base'", proc.stdout)
+    run = MlflowClient(uri).get_run(said.group(1))
+    assert run.info.status == "FINISHED" and run.data.metrics["throughput_samples_per_s"] > 0
