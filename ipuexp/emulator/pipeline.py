@@ -8,8 +8,8 @@ stage determines the duration of one step"). Which passes fall in which cycle is
 
 Ramp-up and ramp-down fall out of which passes are active. Between the cycles where a pass starts or ends its run
 of micro-batches, the cycles repeat with the schedule's period, so each such segment is simulated for one period
-and repeated exactly: the result equals cycle-by-cycle simulation (``simulate(..., record_events=True)`` does that
-and is used for the trace).
+and repeated exactly (``pipeline_timed``): the result equals cycle-by-cycle simulation
+(``simulate(..., record_events=True)`` does that and is used for the trace).
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from ipuexp.emulator.pipeline_timed import timed
 from ipuexp.execution.schedule import FWD, Slot, active, slots, total_cycles
 
 CATEGORIES = ("compute", "recompute", "exchange", "host_io")
@@ -251,14 +252,6 @@ class _Simulator:
             end += barrier
         return end - t0, busy
 
-    def breakpoints(self) -> List[int]:
-        n = self.spec.micro_batches
-        points = {0, self.total_cycles}
-        for s in self.slots:
-            points.add(min(s.offset, self.total_cycles))
-            points.add(min(s.offset + s.stride * n, self.total_cycles))
-        return sorted(points)
-
 
 def _ipu_sums(entries: List[Tuple]) -> Tuple[float, Dict[str, float], Optional[float]]:
     """One IPU's passes of a quiet cycle (``_passes`` entries, in the cycle's order): its time from 0, its seconds by
@@ -283,51 +276,20 @@ def simulate(spec: PipelineSpec, record_events: bool = False) -> PipelineResult:
 
 @functools.lru_cache(maxsize=4096)
 def _timed(spec: PipelineSpec) -> PipelineResult:
-    return _simulate(spec, False)
+    return PipelineResult(*timed(spec))
 
 
-def _simulate(spec: PipelineSpec, record_events: bool) -> PipelineResult:
+def _simulate(spec: PipelineSpec, record_events: bool = True) -> PipelineResult:
+    """Cycle by cycle, with the events (the time alone: ``pipeline_timed``, which walks the same cycles)."""
     sim = _Simulator(spec)
     totals = {i: dict.fromkeys(CATEGORIES, 0.0) for i in sim.ipus}
-    events: Optional[List[Event]] = [] if record_events else None
+    events: List[Event] = []
     t = 0.0
-
-    def add(busy: Dict[int, Dict[str, float]], times: int) -> None:
+    for c in range(sim.total_cycles):
+        t += sim.wait(c)
+        dt, busy = sim.fast_cycle(c, t, events)
         for i, cats in busy.items():
             for k, v in cats.items():
-                totals[i][k] += v * times
-
-    if record_events:
-        for c in range(sim.total_cycles):
-            t += sim.wait(c)
-            dt, busy = sim.fast_cycle(c, t, events)
-            add(busy, 1)
-            t += dt
-        return PipelineResult(t, sim.total_cycles, totals, events or [])
-
-    period = sim.period
-    points = sim.breakpoints()
-    for a, b in zip(points, points[1:]):
-        # The first period of a segment is simulated as it is (its waits look back into the previous segment);
-        # the next one stands for every later full period; the remainder is simulated as it is.
-        head = min(b - a, period)
-        reps = (b - a - head) // period if b - a - head > period else 0
-        for c in range(a, a + head):
-            dt, busy = sim.quiet(c)
-            add(busy, 1)
-            t += dt + sim.wait(c)
-        start = a + head
-        if reps:
-            one = 0.0
-            for c in range(start, start + period):
-                dt, busy = sim.quiet(c)
-                add(busy, reps)
-                one += dt + sim.wait(c)
-            t += one * reps
-            start += reps * period
-        for c in range(start, b):
-            dt, busy = sim.quiet(c)
-            add(busy, 1)
-            t += dt + sim.wait(c)
-    return PipelineResult(t, sim.total_cycles, totals)
-
+                totals[i][k] += v
+        t += dt
+    return PipelineResult(t, sim.total_cycles, totals, events)

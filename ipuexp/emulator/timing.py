@@ -6,8 +6,9 @@ of one step (one weight update) for the trace and the Gantt chart. Both run the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from math import ceil
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from ipuexp.config.schema import option_value
 from ipuexp.emulator.collectives import LinkRates, allreduce_s, sharded_update_collectives_s, streaming_s
@@ -16,7 +17,7 @@ from ipuexp.emulator.cost import Cycles, blocks_cycles, vector_cycles
 from ipuexp.emulator.pipeline import Event, PipelineResult, PipelineSpec, StageWork, simulate
 from ipuexp.emulator.stash import stage_stash
 from ipuexp.emulator.variables import OPTIMIZER_STATES, state_bytes
-from ipuexp.graph.types import Graph, Stage
+from ipuexp.graph.types import BlockKey, Graph, Stage
 from ipuexp.execution.execution import ExecutionPlan, tile_context
 from ipuexp.execution.hardware import TileContext
 from ipuexp.execution.precision import float_elements, tensor_bytes
@@ -60,40 +61,49 @@ class StepAnalysis:
 
 
 def _stage_work(plan: ExecutionPlan, stage: Stage, ctx: TileContext) -> StageWork:
-    opts, r = plan.options, plan.rates
-    pb = plan.precision
-    clock = r.clock_hz
-    bc = blocks_cycles(stage.blocks, ctx)
-    fwd, bwd = bc.fwd, Cycles(bc.bwd.compute, bc.bwd.exchange) if plan.training else Cycles()
-    params = stage.parameters
+    opts, r, pb = plan.options, plan.rates, plan.precision
     locs = opts.tensor_locations
+    return _work(tuple(b.key for b in stage.blocks), stage.index, stage.ipu, ctx, plan.training,
+                 plan.training and opts.gradient_accumulation > 1, locs.accumulators.on_chip, locs.weights.on_chip,
+                 locs.activations.on_chip, r.clock_hz, r.streaming_memory_bytes_per_s, pb.weight, pb.activation,
+                 plan.stage_recomputes[stage.index])
+
+
+@lru_cache(maxsize=16384)
+def _work(keys: Tuple[BlockKey, ...], index: int, ipu: int, ctx: TileContext, training: bool, accumulating: bool,
+          accumulators_on_chip: bool, weights_on_chip: bool, activations_on_chip: bool, clock: float,
+          streaming: float, weight: int, act: int, recompute: bool) -> StageWork:
+    """A stage's seconds per micro-batch (a planner meets each stage under each context again and again)."""
+    blocks = [k.block for k in keys]
+    bc = blocks_cycles(blocks, ctx)
+    fwd, bwd = bc.fwd, Cycles(bc.bwd.compute, bc.bwd.exchange) if training else Cycles()
+    params = sum(b.parameters for b in blocks)
     extra_fwd = extra_bwd = 0.0
-    if plan.training and opts.gradient_accumulation > 1:
+    if accumulating:
         # Accumulate this micro-batch's gradients: read accumulator and gradient, write accumulator.
-        bwd += vector_cycles(3.0 * params * pb.weight, ctx, supersteps=1)
-        if not locs.accumulators.on_chip:
-            extra_bwd += streaming_s(2.0 * params * pb.weight, r.streaming_memory_bytes_per_s)
-    if not locs.weights.on_chip:
+        bwd += vector_cycles(3.0 * params * weight, ctx, supersteps=1)
+        if not accumulators_on_chip:
+            extra_bwd += streaming_s(2.0 * params * weight, streaming)
+    if not weights_on_chip:
         # Off-chip weights are streamed in for the forward and again for the backward pass.
-        extra_fwd += streaming_s(params * pb.weight, r.streaming_memory_bytes_per_s)
-        if plan.training:
-            extra_bwd += streaming_s(params * pb.weight, r.streaming_memory_bytes_per_s)
-    recompute = plan.stage_recomputes[stage.index]
-    if plan.training and not locs.activations.on_chip:
-        stash = (tensor_bytes(stage.inputs, pb.activation) if recompute else
-                 stage_stash(stage.blocks, 1, False, False, pb.activation).entry_bytes)
-        extra_fwd += streaming_s(stash, r.streaming_memory_bytes_per_s)
-        extra_bwd += streaming_s(stash, r.streaming_memory_bytes_per_s)
+        extra_fwd += streaming_s(params * weight, streaming)
+        if training:
+            extra_bwd += streaming_s(params * weight, streaming)
+    inputs, outputs = blocks[0].inputs, blocks[-1].outputs
+    if training and not activations_on_chip:
+        stash = (tensor_bytes(inputs, act) if recompute else stage_stash(blocks, 1, False, False, act).entry_bytes)
+        extra_fwd += streaming_s(stash, streaming)
+        extra_bwd += streaming_s(stash, streaming)
     return StageWork(
-        stage=stage.index,
-        ipu=stage.ipu,
+        stage=index,
+        ipu=ipu,
         fwd_compute=fwd.compute / clock,
         fwd_exchange=fwd.exchange / clock + extra_fwd,
         bwd_compute=bwd.compute / clock,
         bwd_exchange=bwd.exchange / clock + extra_bwd,
         recompute=fwd.total / clock if recompute else 0.0,
-        send_fwd_bytes=float(tensor_bytes(stage.outputs, pb.activation)),
-        send_bwd_bytes=float(float_elements(stage.inputs) * pb.activation) if plan.training else 0.0,
+        send_fwd_bytes=float(tensor_bytes(outputs, act)),
+        send_bwd_bytes=float(float_elements(inputs) * act) if training else 0.0,
     )
 
 
