@@ -17,7 +17,7 @@ import numpy as np
 from ipuexp.report.event_columns import Columns
 
 _LARGEST = 1e14
-"""Above this many thousandths ``round`` is left to Python (the test below needs the float's rounding error well
+"""Above this many thousandths ``round`` is left to Python (``_round3``'s test needs the float's rounding error well
 under a half)."""
 
 
@@ -61,8 +61,8 @@ def _distinct(key: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
 
 
 def _sorted_order(ipu: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """The order of ``sorted(key=attrgetter("ipu", "start_s"))`` (stable). Events come in time order on each IPU,
-    and then a stable sort by IPU alone (a radix sort of small integers) gives it."""
+    """The order of ``sorted(key=attrgetter("ipu", "start_s"))`` (stable). Where the events come in time order on
+    each IPU (as a step's do), a stable sort by IPU alone (a radix sort of small integers) gives it."""
     low, high = int(ipu.min()), int(ipu.max())
     small = ipu.astype(np.int16) if -2 ** 15 <= low and high < 2 ** 15 else ipu
     order = np.argsort(small, kind="stable")
