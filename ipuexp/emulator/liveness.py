@@ -15,7 +15,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 from ipuexp.emulator.code_size import CodeUnits, ring_uses_switch
 from ipuexp.emulator.memory_inputs import MemorySettings
 from ipuexp.emulator.stash import Held, StageStash, own_saved_bytes, saved_bytes, segment_starts, unpipelined_held
-from ipuexp.graph.types import BlockCapture, BlockKey, Stage
+from ipuexp.graph.types import BlockCapture, BlockKey
 from ipuexp.execution.precision import float_elements, tensor_bytes
 
 class LivenessStep(NamedTuple):
@@ -28,19 +28,19 @@ class LivenessStep(NamedTuple):
 Steps = Tuple[Tuple[str, Dict[str, int]], ...]
 
 
-def program_steps(own: Sequence[Stage], s: MemorySettings, recompute: bool, pipelined: bool, temps: Tuple[int, ...],
-                  stashes: Sequence[StageStash], weights_streamed: bool, acc_streamed: bool, opt_streamed: int,
-                  largest: int) -> Tuple[Steps, int]:
+def program_steps(stage_keys: Tuple[Tuple[BlockKey, ...], ...], names: Tuple[str, ...], s: MemorySettings,
+                  recompute: bool, pipelined: bool, temps: Tuple[int, ...], stashes: Sequence[StageStash],
+                  weights_streamed: bool, acc_streamed: bool, opt_streamed: int, largest: int) -> Tuple[Steps, int]:
     """Not-always-live bytes by category at each program step of one IPU, and the index of its peak step (the first
-    of the largest total). ``temps``: each block's forward and backward temporaries, in order; ``pipelined``: more
-    than one stage in the graph (else a training stage holds its checkpoints or saved activations itself,
-    ``stash.unpipelined_held``). Planners and sweeps meet the same IPU again and again, so the steps are cached:
-    read them, never change them."""
+    of the largest total). ``stage_keys``: the IPU's stages' blocks (``BlockCapture.key``), ``names`` their names;
+    ``temps``: each block's forward and backward temporaries, in order; ``pipelined``: more than one stage in the
+    graph (else a training stage holds its checkpoints or saved activations itself, ``stash.unpipelined_held``).
+    Planners and sweeps meet the same IPU again and again, so the steps are cached: read them, never change them."""
     offchip = not s.locations.activations.on_chip
-    return _steps(tuple(tuple(b.key for b in st.blocks) for st in own), tuple(b.name for st in own for b in st.blocks),
-                  s.act, s.weight, s.training, s.accumulate, s.every_layer, offchip, pipelined, s.replicas, s.tiles,
-                  recompute, temps, tuple(x.entry_bytes for x in stashes) if s.training and offchip else (),
-                  weights_streamed, acc_streamed, opt_streamed, largest)
+    return _steps(stage_keys, names, s.act, s.weight, s.training, s.accumulate, s.every_layer, offchip, pipelined,
+                  s.replicas, s.tiles, recompute, temps,
+                  tuple(x.entry_bytes for x in stashes) if s.training and offchip else (), weights_streamed,
+                  acc_streamed, opt_streamed, largest)
 
 
 @lru_cache(maxsize=4096)

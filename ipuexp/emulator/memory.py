@@ -21,16 +21,17 @@ the checkpoints (or saved activations) kept from the forward pass for the backwa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ipuexp.emulator.code_size import CodeUnits, code_bytes
 from ipuexp.emulator.liveness import LivenessStep, program_steps
 from ipuexp.emulator.memory_inputs import MemorySettings, ipu_figures, memory_settings
 from ipuexp.emulator.oom import FailingIPU, oom_lines
-from ipuexp.emulator.stash import StageStash, stage_stash
+from ipuexp.emulator.stash import StageStash, keyed_stage_stash
 from ipuexp.emulator.tiles import TileLoad, tile0_excess, tile_load
 from ipuexp.emulator.variables import place
-from ipuexp.graph.types import Graph, Stage, TensorInfo
+from ipuexp.graph.types import BlockKey, Graph, Stage, TensorInfo
 from ipuexp.execution.execution import ExecutionPlan, tile_context
 from ipuexp.execution.precision import is_float, tensor_bytes
 from ipuexp.result import IPUMemory, MemoryFigures
@@ -79,12 +80,12 @@ def plan_ipus(plan: ExecutionPlan, graph: Graph, block_memo: Optional[Dict[Any, 
     plans = []
     for position, ipu in enumerate(plan.ipus):
         own = [st for st in stages if st.ipu == ipu]
+        keys = tuple(tuple(b.key for b in st.blocks) for st in own)
         ctx = tile_context(plan, position)
         amp = ctx.amp_proportion
-        temps, ops = ipu_figures(tuple(b.key for st in own for b in st.blocks), ctx, s.training, s.serialisation,
-                                 vocab)
-        plans.append(_plan_ipu(ipu, own, stages, s, amp, recompute, plan.stash_depths, temps, ops, owner_ipu, vocab,
-                               first_inputs))
+        temps, ops = ipu_figures(sum(keys, ()), ctx, s.training, s.serialisation, vocab)
+        plans.append(_plan_ipu(ipu, own, keys, stages, s, amp, recompute, plan.stash_depths, temps, ops, owner_ipu,
+                               vocab, first_inputs))
     return plans
 
 def _tied_owner_ipu(stages: Sequence[Stage], tied: int) -> Optional[int]:
@@ -97,18 +98,15 @@ def _tied_owner_ipu(stages: Sequence[Stage], tied: int) -> Optional[int]:
                 return st.ipu
     return None
 
-def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: MemorySettings, amp: float, recompute: bool,
-              depths: Sequence[int], temps: Tuple[int, ...], ops: int, owner_ipu: Optional[int], vocab: int,
-              first_inputs: List[TensorInfo]) -> IPUPlan:
-    blocks = [b for st in own for b in st.blocks]
+def _plan_ipu(ipu: int, own: List[Stage], keys: Tuple[Tuple[BlockKey, ...], ...], stages: Sequence[Stage],
+              s: MemorySettings, amp: float, recompute: bool, depths: Sequence[int], temps: Tuple[int, ...], ops: int,
+              owner_ipu: Optional[int], vocab: int, first_inputs: List[TensorInfo]) -> IPUPlan:
     n_stages = len(stages)
     loc = s.locations
     # Parameters held here: owned ones plus a copy of a tied table owned by another IPU.
-    owned = sum(b.parameters for b in blocks)
-    owned_tensors = sum(b.parameter_tensors for b in blocks)
-    largest = max((b.largest_parameter for b in blocks), default=0)
-    tied_copy = vocab if vocab and owner_ipu is not None and owner_ipu != ipu and any(
-        b.tied_parameters for b in blocks) else 0
+    owned, owned_tensors, own_largest, uses_tied, layers = _aggregates(sum(keys, ()))
+    largest = own_largest
+    tied_copy = vocab if vocab and owner_ipu is not None and owner_ipu != ipu and uses_tied else 0
     params = owned + tied_copy
     tensors = owned_tensors + (1 if tied_copy else 0)
     largest = max(largest, tied_copy)
@@ -126,8 +124,7 @@ def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: MemorySett
             acc_streamed = not loc.accumulators.on_chip
         per_param = s.first_state + s.second_state
         if per_param:
-            opt = place(owned, owned_tensors, max((b.largest_parameter for b in blocks), default=0), per_param,
-                        loc.optimizer_state, s.replicas)
+            opt = place(owned, owned_tensors, own_largest, per_param, loc.optimizer_state, s.replicas)
             al["optimizer_state"] = opt.on_chip_bytes
             if not loc.optimizer_state.on_chip:
                 opt_streamed = int(largest * per_param / (s.replicas if opt.sharded else 1))
@@ -135,8 +132,8 @@ def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: MemorySett
     # Stash FIFOs; without a pipeline, the tensors kept for backward are counted at each step instead.
     stashes: List[StageStash] = []
     if s.training:
-        for st in own:
-            stashes.append(stage_stash(st.blocks, depths[st.index], recompute, s.every_layer, s.stash))
+        for st, ks in zip(own, keys):
+            stashes.append(keyed_stage_stash(ks, depths[st.index], recompute, s.every_layer, s.stash))
         if loc.activations.on_chip and n_stages > 1:
             al["stash"] = sum(x.bytes for x in stashes)
 
@@ -163,13 +160,13 @@ def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: MemorySett
         host_tensors=tensors * host_copies + stream_tensors,
         boundary_tensors=_boundary_tensors(own, stages, s.training),
         parameter_tensors=tensors,
-        parameter_elements=sum(st.parameters for st in own),
+        parameter_elements=owned,
         tiles=s.tiles,
     )
     al.update(code_bytes(units, s.replicas, s.training))
 
-    steps, top = program_steps(own, s, recompute, n_stages > 1, temps, stashes, weights_streamed, acc_streamed,
-                               opt_streamed, largest)
+    steps, top = program_steps(keys, tuple(b.name for st in own for b in st.blocks), s, recompute, n_stages > 1,
+                               temps, stashes, weights_streamed, acc_streamed, opt_streamed, largest)
 
     # Tiles: everything but the host buffers is spread over the compute tiles, tile 0 carrying the rounding.
     peak = sum(steps[top][1].values()) if steps else 0
@@ -179,7 +176,6 @@ def _plan_ipu(ipu: int, own: List[Stage], stages: Sequence[Stage], s: MemorySett
         linear.append(al["host_io_buffers"])
     extra = tile0_excess(sum(1 for b in linear if b > 0))
     tile = tile_load(compute, extra, al["host_io_buffers"], s.tiles, s.io_tiles, s.tile_memory, s.io_proportion)
-    layers = sum(1 for b in blocks if b.is_layer)
     return IPUPlan(ipu=ipu, stages=list(own), amp=amp, always_live=al, steps=steps, units=units, tile=tile,
                    layers=layers, stash=stashes, top=top)
 
@@ -189,13 +185,24 @@ def _boundary_tensors(own: List[Stage], stages: Sequence[Stage], training: bool)
     for st in own:
         i = st.index
         if i > 0 and stages[i - 1].ipu != st.ipu:
-            count += len(st.inputs) + (_n_float(st.inputs) if training else 0)
+            count += _tensor_copies(st.blocks[0].key, True, training)
         if i < len(stages) - 1 and stages[i + 1].ipu != st.ipu:
-            count += len(st.outputs) + (_n_float(st.outputs) if training else 0)
+            count += _tensor_copies(st.blocks[-1].key, False, training)
     return count
 
-def _n_float(tensors: Sequence[TensorInfo]) -> int:
-    return sum(1 for t in tensors if is_float(t.dtype))
+@lru_cache(maxsize=8192)
+def _tensor_copies(key: BlockKey, inputs: bool, training: bool) -> int:
+    """A block's inputs (or outputs) crossing to another IPU, and the gradients of the float ones in training."""
+    tensors = key.block.inputs if inputs else key.block.outputs
+    return len(tensors) + (sum(1 for t in tensors if is_float(t.dtype)) if training else 0)
+
+@lru_cache(maxsize=8192)
+def _aggregates(keys: Tuple[BlockKey, ...]) -> Tuple[int, int, int, bool, int]:
+    """(parameters, parameter tensors, largest parameter, whether any uses a tied table, layers) of blocks."""
+    blocks = [k.block for k in keys]
+    return (sum(b.parameters for b in blocks), sum(b.parameter_tensors for b in blocks),
+            max((b.largest_parameter for b in blocks), default=0), any(b.tied_parameters for b in blocks),
+            sum(1 for b in blocks if b.is_layer))
 
 def estimate_memory(plan: ExecutionPlan, graph: Graph, block_memo: Optional[Dict[Any, Dict]] = None) -> MemoryFigures:
     """Memory of every IPU of one replica, and whether it fits (``block_memo``: see ``plan_ipus``)."""

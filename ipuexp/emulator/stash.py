@@ -79,12 +79,13 @@ def own_saved_bytes(blocks: Sequence[BlockCapture], index: int, act_bytes: int) 
 def stage_stash(blocks: Sequence[BlockCapture], depth: int, recompute: bool, every_layer: bool,
                 act_bytes: int) -> StageStash:
     """Stash of a stage whose FIFOs are ``depth`` deep (shared through a bounded cache: read it, never change it)."""
-    return _stage_stash(tuple(b.key for b in blocks), depth, recompute, every_layer, act_bytes)
+    return keyed_stage_stash(tuple(b.key for b in blocks), depth, recompute, every_layer, act_bytes)
 
 
 @lru_cache(maxsize=8192)
-def _stage_stash(keys: Tuple[BlockKey, ...], depth: int, recompute: bool, every_layer: bool,
-                 act_bytes: int) -> StageStash:
+def keyed_stage_stash(keys: Tuple[BlockKey, ...], depth: int, recompute: bool, every_layer: bool,
+                      act_bytes: int) -> StageStash:
+    """``stage_stash`` of the blocks of ``keys`` (``BlockCapture.key``)."""
     blocks = [k.block for k in keys]
     if recompute:
         starts = segment_starts(blocks, every_layer)
