@@ -157,20 +157,16 @@ def _candidates(tiles: int) -> np.ndarray:
     return np.array(sorted(v for v in values if v <= tiles), dtype=np.float64)
 
 
-def _evaluate(m: float, k: float, n: float, a: float, b: float, batch: int,
-              ctx: TileContext) -> Tuple[np.ndarray, ...]:
-    """Every (split_m, split_k) candidate, split_n taking the remaining tiles: its splits, temporary bytes per
-    tile, and its cost in parts that the fitted constants scale (so that a plan space serves any calibration):
-    AMP cycles at full efficiency, partial-reduction bytes, exchange cycles and supersteps.
+def _evaluate(m: np.ndarray, k: float, n: np.ndarray, a: np.ndarray, b: np.ndarray, batch: np.ndarray,
+              pm: np.ndarray, pk: np.ndarray, ctx: TileContext) -> Tuple[np.ndarray, ...]:
+    """The (split_m, split_k) candidates ``pm``, ``pk`` of products (one row each: ``m``, ``n``, operand elements
+    ``a`` and ``b`` and ``batch`` per row, ``k`` shared), split_n taking the remaining tiles: split_n, the temporary
+    bytes per tile, and the cost in parts that the fitted constants scale (so that a plan space serves any
+    calibration): AMP cycles at full efficiency, partial-reduction bytes, exchange cycles and supersteps.
 
     ``batch`` > 1 is a batched product (M holds ``batch`` independent row blocks, each with its own right
     operand): splitting M then also splits the right operand."""
-    c = _candidates(ctx.compute_tiles)
-    pm, pk = np.meshgrid(c, c, indexing="ij")
-    pm, pk = pm.ravel(), pk.ravel()
-    ok = (pm * pk <= ctx.compute_tiles) & (pm <= max(m, 1)) & (pk <= max(np.ceil(k / ctx.amp_grain), 1))
-    pm, pk = pm[ok], pk[ok]
-    pn = np.minimum(np.floor(ctx.compute_tiles / (pm * pk)), max(n, 1))
+    pn = np.minimum(np.floor(ctx.compute_tiles / (pm * pk)), np.maximum(n, 1))
     mt, kt, nt = np.ceil(m / pm), np.ceil(k / pk), np.ceil(n / pn)
     g, w = ctx.amp_grain, ctx.workers
     units = amp_conv_units(ctx)
@@ -194,7 +190,7 @@ def _evaluate(m: float, k: float, n: float, a: float, b: float, batch: int,
     reduce_bytes = 2.0 * reduce_share * partials
     exchange = a_recv / a_rate + (b_recv + reduce_share * partials) / ctx.exchange_bytes_per_cycle
     steps = 1.0 + (pk > 1)
-    return pm, pk, pn, amp, overhead, reduce_bytes, exchange, steps, a_recv + b_recv + partials
+    return pn, amp, overhead, reduce_bytes, exchange, steps, a_recv + b_recv + partials
 
 
 def _space_key(ctx: TileContext) -> TileContext:
@@ -208,20 +204,29 @@ def _plan_space(m: int, k: int, n: int, a_elems: float, b_elems: float, batch: i
                 key: TileContext) -> Tuple[np.ndarray, ...]:
     """Every candidate plan of a product (tile splits x serial steps along M or N), for ``_space_key`` contexts.
     Selecting from it for a memory proportion and a calibration is a few vector operations."""
-    parts = []
+    # Serialise along M (rows share the weights) or N (columns share the input); each way is a product of its own.
+    ways = []
     serial = 1
     while serial <= MAX_SERIAL_SPLIT:
-        # Serialise along M (rows share the weights) or N (columns share the input).
         for dim in ("m", "n") if serial > 1 else ("m",):
             sm, sn = (serial, 1) if dim == "m" else (1, serial)
             # Serial steps over M of a batched product take whole batches, and their right operands with them.
             batch_s = max(1, batch // sm)
-            a_s, b_s = a_elems / sm, b_elems / sn / (batch / batch_s)
-            pm, pk, pn, amp, over, red, exch, steps, temp = _evaluate(m / sm, k, n / sn, a_s, b_s, batch_s, key)
-            parts.append((amp * serial, over * serial, red * serial, exch * serial, steps * serial, temp, pm, pk,
-                          pn, np.full(pm.shape, serial)))
+            ways.append((serial, m / sm, n / sn, a_elems / sm, b_elems / sn / (batch / batch_s), batch_s))
         serial *= 2
-    return tuple(np.concatenate(x) for x in zip(*parts))
+    # Every (split_m, split_k) whose tiles exist and whose splits do not exceed M and K (in K's AMP grains).
+    c = _candidates(key.compute_tiles)
+    pm, pk = np.meshgrid(c, c, indexing="ij")
+    pm, pk = pm.ravel(), pk.ravel()
+    ok = (pm * pk <= key.compute_tiles) & (pk <= max(np.ceil(k / key.amp_grain), 1))
+    pm, pk = pm[ok], pk[ok]
+    fits = [np.flatnonzero(pm <= max(w[1], 1)) for w in ways]
+    row = np.repeat(np.arange(len(ways)), [len(f) for f in fits])
+    at = np.concatenate(fits)
+    pm, pk = pm[at], pk[at]
+    serial_, m_, n_, a_, b_, batch_ = (np.array(x)[row] for x in zip(*ways))
+    pn, amp, over, red, exch, steps, temp = _evaluate(m_, k, n_, a_, b_, batch_, pm, pk, key)
+    return (amp * serial_, over * serial_, red * serial_, exch * serial_, steps * serial_, temp, pm, pk, pn, serial_)
 
 
 PRUNE_AFTER = 3
