@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, List, Optional
 if TYPE_CHECKING:
     from ipuexp.config.types import ConfigNode
 
+from ipuexp.config.sweep_points import search_space_points, sweep_points  # noqa: F401 (the command's own)
+
 EXIT_CONFIG_ERROR = 2
 EXIT_DOES_NOT_FIT = 3
 """A single run whose configuration does not fit in IPU memory, with ``report.fail_on_oom=true``."""
@@ -51,35 +53,6 @@ def preflight(overrides: List[str], rules: bool = True) -> Any:
     return cfg
 
 
-def _axis(override: Any) -> List[str]:
-    """The values of one parsed override to check: each value of a choice or range sweep, both ends of an
-    interval (an optimisation sweeper's continuous search space: ``interval(0.1,0.4)``, ``tag(log,interval(...))``)."""
-    from ipuexp.config.errors import ConfigError
-
-    key = override.get_key_element()
-    if not override.is_sweep_override():
-        return [override.input_line]
-    if key.lstrip("+~").startswith("hydra."):
-        raise ConfigError(key, override.get_value_element_as_str(), "allowed: one value (Hydra sweeps no hydra.* key); "
-                          "an optimisation sweeper's search space goes on the key itself or, quoted, in "
-                          "hydra.sweeper.params (e.g. 'hydra.sweeper.params.NAME=\"choice(1,2)\"')")
-    if override.is_interval_sweep():
-        value = override.value()
-        return [f"{key}={value.start}", f"{key}={value.end}"]
-    try:
-        values = [f"{key}={v}" for v in override.sweep_string_iterator()]
-    except Exception as err:  # range(1,5,0), glob() of a key that is no config group, ...
-        why = " ".join(str(err).split())
-        raise ConfigError(key, override.input_line.split("=", 1)[-1], f"allowed: a sweep Hydra can list ({why}; "
-                          "glob() lists a config group's options, e.g. system=glob(pod*))") from None
-    if not values:
-        text = override.input_line.split("=", 1)[-1]
-        raise ConfigError(key, text, "allowed: a glob() matching options of a config group (e.g. system=glob(pod*))"
-                          if text.lstrip().startswith("glob(") else "allowed: a sweep of at least one value "
-                          "(range(a,b) needs b > a for a positive step, b < a for a negative one)")
-    return values
-
-
 def check_outputs(cfg: ConfigNode, multirun: bool) -> None:
     """Where the run writes, checked before it starts (seconds, not after the work): the run or sweep folder can
     be written, and the tracking store opens within ``tracking.timeout_s``."""
@@ -102,59 +75,22 @@ def check_outputs(cfg: ConfigNode, multirun: bool) -> None:
         check_store("tracking.uri", cfg.tracking.uri or uri, uri, float(cfg.tracking.timeout_s))
 
 
-def sweep_points(overrides: List[str]) -> List[List[str]]:
-    """The sweep points that try every swept value once: the first point, then that point with one swept key set
-    to each of its other values (``a=1,2 b=x,y`` gives ``a=1 b=x``, ``a=2 b=x``, ``a=1 b=y``). An interval
-    (``interval(0.1,0.4)``, for an optimisation sweeper) is tried at both ends."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
-
-    from ipuexp.config.errors import unparsable
-
-    axes = _axes(overrides)
-    first = [axis[0] for axis in axes]
-    return [first] + [first[:i] + [value] + first[i + 1:] for i, axis in enumerate(axes) for value in axis[1:]]
-
-
-def _axes(overrides: List[str]) -> List[List[str]]:
-    """Each override's values to check (``_axis``), in order."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
-
-    from ipuexp.config.errors import unparsable
-
-    try:
-        parsed = OverridesParser.create(config_loader=_config_loader()).parse_overrides(overrides)
-    except OverrideParseException as exc:
-        raise unparsable(exc.override, exc.message) from None
-    return [_axis(ov) for ov in parsed]
-
-
 def _record_aside(cfg: ConfigNode, overrides: List[str]) -> None:
     """A tracked grid sweep that will run in this process leaves its MLflow work to a recorder
     (:mod:`ipuexp.tracking.recorder`), forked now, so that MLflow is imported and the store opened while Hydra
     composes the sweep."""
     import math
 
+    from ipuexp.config.sweep_points import axes
     from ipuexp.tracking import recorder
     from ipuexp.tracking.hydra_callback import records_aside
 
     recorder.allow()
-    if records_aside(cfg, math.prod(len(axis) for axis in _axes(overrides))):
+    if records_aside(cfg, math.prod(len(axis) for axis in axes(overrides))):
+        from ipuexp.tracking.recorder_loop import serve_early
         from ipuexp.tracking.store import tracking_uri
 
-        recorder.start_early(tracking_uri(cfg))
-
-
-def _config_loader() -> Any:
-    """Hydra's config loader over ipuexp's configs: what ``glob()`` sweeps list a config group's options from."""
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    from hydra._internal.utils import create_config_search_path
-
-    from ipuexp.config.store import CONF_PATH, register
-
-    register()
-    return ConfigLoaderImpl(config_search_path=create_config_search_path(CONF_PATH))
+        recorder.start_early(tracking_uri(cfg), serve_early)
 
 
 def check_optimiser(cfg: ConfigNode, overrides: List[str]) -> None:
@@ -176,20 +112,6 @@ def check_optimiser(cfg: ConfigNode, overrides: List[str]) -> None:
     check_sampler(instantiate(sweeper.sampler), grid(trial_space.distributions) if is_grid else None)
 
 
-def search_space_points(cfg: ConfigNode, first: List[str]) -> List[List[str]]:
-    """For an optimisation sweeper, the first point with each value of ``hydra.sweeper.params`` (a preset's or a
-    quoted command-line search space) that the command line does not replace: Hydra's basic sweeper's params
-    are the command line's sweeps once the sweep starts, an optimisation sweeper's are its search space."""
-    from ipuexp.app import GRID_SWEEPERS
-
-    params = cfg.hydra.sweeper.get("params") if "sweeper" in cfg.hydra else None
-    if not params or cfg.hydra.runtime.choices.get("hydra/sweeper") in GRID_SWEEPERS:
-        return []
-    given = {o.split("=", 1)[0].lstrip("+~") for o in first}
-    space = [f"{k}={v}" for k, v in params.items() if str(k) not in given]
-    return [first + [value] for point in sweep_points(space) for value in point] if space else []
-
-
 def main(argv: Optional[List[str]] = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("--help", "-h") for a in argv):
@@ -209,9 +131,9 @@ def main(argv: Optional[List[str]] = None) -> None:
             mode = cfg.hydra.get("mode")
             check_outputs(cfg, _is_multirun(argv))
             if not _is_multirun(argv) and cfg.tracking.enabled:
-                from ipuexp.tracking.recorder import defer_run
+                from ipuexp.tracking.recorder_loop import record_run
 
-                defer_run(cfg)  # MLflow is imported and its store opened beside the job
+                record_run(cfg)  # MLflow is imported and its store opened beside the job
             if _is_multirun(argv):
                 from ipuexp.runner.placement import check_launcher
 

@@ -12,13 +12,11 @@ from typing import Any, Callable, ContextManager, Iterator, List, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from ipuexp.config.schema import ExperimentConfig
+from ipuexp.config.sweep_points import GRID_SWEEPERS
 from ipuexp.result import MeasuredFigures, Objective, Result, RunFigures, Skipped
 
 log = logging.getLogger("ipuexp")
 
-GRID_SWEEPERS = ("basic", "ipuexp")
-"""``hydra/sweeper`` choices that run every point they are given and read no objective; any other sweeper (``optuna``,
-``nevergrad``, ``ax``) optimises ``float(JobReturn.return_value)``."""
 
 
 @dataclass

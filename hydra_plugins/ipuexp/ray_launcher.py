@@ -53,6 +53,9 @@ class RayLauncher(Launcher):
                          functional(self.config, job_overrides))
         if why is not None:
             from ipuexp.runner import in_process as here
+            from ipuexp.tracking import recorder, recorder_loop
+
+            recorder.start_aside(recorder_loop.serve)  # the sweep's MLflow runs are written on the other core meanwhile
 
             return here.launch(hydra_context=self.hydra_context, task_function=self.task_function,
                                config=self.config, job_overrides=job_overrides, initial_job_idx=initial_job_idx,

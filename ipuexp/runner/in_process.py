@@ -29,12 +29,9 @@ def launch(*, hydra_context: Any, task_function: Any, config: ConfigNode, job_ov
 
     from ipuexp.runner.worker import JobTiming, Timed, failure
 
-    from ipuexp.tracking import recorder
-
     setup_globals()
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
     Path(str(config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
-    recorder.start_aside()  # the sweep's MLflow runs are written on the other core meanwhile
     first = tally is None or tally.done == 0  # the reason once per sweep, not per batch
     log.info(summary.log_lines(f"Launching {len(job_overrides)} jobs in this process" + (f" ({why})" if first else "")))
     started = time.perf_counter()

@@ -11,24 +11,22 @@ short and the parent are FAILED with the loss as their error, and a re-run of th
 from __future__ import annotations
 
 import atexit
-import logging
 import time
-from typing import Any, List, Optional
+from typing import Any, Optional
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-log = logging.getLogger("ipuexp")
-
-EXPERIMENT_KEYS = ("recipe", "tracking", "hydra")
-"""Swept keys that may send jobs to different experiments or stores: the driver then leaves the parent to them."""
+from ipuexp.tracking.sweep_runs import close_sweep, remove_lock, sweep_context, sweep_start
 
 
 class SweepTracking(Callback):
     """Opens and closes a multirun's MLflow parent run."""
 
+    _context = staticmethod(sweep_context)
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        ctx = self._context(config)
+        ctx = sweep_context(config)
         if ctx is None:
             return
         from ipuexp.tracking import recorder
@@ -47,50 +45,7 @@ class SweepTracking(Callback):
 
         if cluster_lost is None and recorder.finish("end"):  # the recorder closed them
             return
-        self._close(config, cluster_lost)
-
-    def _close(self, config: DictConfig, cluster_lost: Optional[Any] = None) -> None:
-        ctx = self._context(config, need_fixed_experiment=False)
-        if ctx is None:
-            return
-        from ipuexp.tracking import safety
-        from ipuexp.tracking.store import client, retry, tracking_uri
-        from ipuexp.tracking.sweep import DRIVER_TAG, close_parent, find_parent, release_parent
-
-        lost = cluster_lost.cause if cluster_lost is not None else None
-        orphans_to = "FAILED" if lost else "KILLED"
-        uri = tracking_uri(config)
-        c = client(uri)
-        for exp in retry(c.search_experiments):
-            parent = find_parent(c, [exp.experiment_id], ctx.key)
-            if parent is None:
-                continue
-            if DRIVER_TAG in parent.data.tags:
-                release_parent(c, exp.experiment_id, parent.info.run_id, ctx, orphans_to=orphans_to, lost=lost)
-            else:  # jobs opened it (their experiment was swept): they closed it, save for the silent deaths
-                close_parent(c, exp.experiment_id, parent.info.run_id, ctx, orphans_to=orphans_to, lost=lost)
-            safety.unregister(parent.info.run_id)
-            _log_links(c, uri, exp, parent.info.run_id, OmegaConf.select(config, "tracking.ui_url"))
-        _remove_lock(ctx)
-        if cluster_lost is not None:  # the parent was tagged with its command when the sweep started
-            cluster_lost.resume = ("re-run the same command to run only the points that did not finish"
-                                   if self._context(config) is not None else "re-run the same command with "
-                                   "tracking.skip_completed=true to run only the points that did not finish")
-
-    @staticmethod
-    def _context(config: DictConfig, need_fixed_experiment: bool = True) -> Optional[Any]:
-        from ipuexp.tracking.store import launch_dir
-        from ipuexp.tracking.sweep import SweepContext, swept_keys, sweep_definition
-
-        if not OmegaConf.select(config, "tracking.enabled", default=False):
-            return None
-        overrides = sweep_definition(OmegaConf.select(config, "hydra.overrides.task", default=[]),
-                                     OmegaConf.select(config, "hydra.sweeper.params", default=None))
-        swept = swept_keys(overrides)
-        if need_fixed_experiment and any(k.split(".")[0] in EXPERIMENT_KEYS for k in swept):
-            return None
-        sweep_dir = (launch_dir() / str(config.hydra.sweep.dir)).resolve()
-        return SweepContext(dir=sweep_dir, sweep_overrides=overrides, swept_keys=swept)
+        close_sweep(config, cluster_lost)
 
 
 def _start_here(config: DictConfig, ctx: Any, driver: str, start_ms: int) -> None:
@@ -102,61 +57,11 @@ def _start_here(config: DictConfig, ctx: Any, driver: str, start_ms: int) -> Non
     s = sweep_start(config, ctx, driver, start_ms, resumed=False)
     # The jobs' lock goes with the sweep however it ends (a failed point or Ctrl-C skips on_multirun_end);
     # registered first, it runs after the net below, which takes the lock once more.
-    atexit.register(_remove_lock, ctx)
+    atexit.register(remove_lock, ctx)
     # An early exit of the driver skips on_multirun_end: its atexit net ends the parent and its stale children.
     c = client(s.uri)
     safety.register(s.parent_id, lambda status: release_parent(c, s.experiment_id, s.parent_id, ctx,
                                                                orphans_to=status))
-
-
-def sweep_end(config: DictConfig, ctx: Any, how: str, started: Any) -> None:
-    """The sweep's end in its recorder: ``end``, the sweep is over (as ``on_multirun_end``); ``KILLED``, the driver
-    exits early (Ctrl-C): its stale children are KILLED, without the links; ``gone``, the driver ended without a
-    word (``kill -9``), and so is the parent run."""
-    from ipuexp.tracking.store import client, retry
-    from ipuexp.tracking.sweep import release_parent
-
-    if how == "end":
-        SweepTracking()._close(config)
-        return
-    c = client(started.uri)
-    release_parent(c, started.experiment_id, started.parent_id, ctx, orphans_to="KILLED")
-    if how == "gone":
-        retry(c.set_tag, started.parent_id, "error", "its sweep's driver process ended without closing it")
-        retry(c.set_terminated, started.parent_id, status="KILLED")
-    _remove_lock(ctx)
-
-
-def sweep_start(config: DictConfig, ctx: Any, driver: str, start_ms: int, resumed: bool) -> Any:
-    """Open the sweep's parent run (the driver's), as the sweep starts: tag it with its command, resume a lost
-    sweep of that command, close the parents a killed driver left RUNNING. ``resumed``: also read the config hashes
-    that the lost sweep finished (for a recorder, whose jobs do not look them up themselves)."""
-    from ipuexp.tracking.identity import job_tags
-    from ipuexp.tracking.recorder import Started
-    from ipuexp.tracking.resume import (DRIVER_PROCESS_TAG, close_orphans, command_key, finished_in_lost,
-                                        lost_attempt, mark_attempt)
-    from ipuexp.tracking.runs import PARENT_TAGS
-    from ipuexp.tracking.store import client, experiment_id, experiment_name, retry, tracking_uri
-    from ipuexp.tracking.sweep import open_parent
-
-    uri = tracking_uri(config)
-    c = client(uri)
-    exp = experiment_id(c, experiment_name(config), uri)
-    tags = job_tags(_task_config(config))
-    key = command_key(config)
-    lost = lost_attempt(c, exp, key)
-    parent = open_parent(c, exp, ctx, {k: tags[k] for k in PARENT_TAGS if k in tags}, driver=True, start_ms=start_ms)
-    mark_attempt(c, parent, key, lost)
-    retry(c.set_tag, parent, DRIVER_PROCESS_TAG, driver)
-    closed = close_orphans(c, exp, key, parent)
-    if closed:
-        log.info(f"Closed {closed} parent run{'s' if closed > 1 else ''} of this command left RUNNING by a driver "
-                 "that was killed outright (now KILLED)")
-    if lost is not None:
-        log.info(f"Resuming the sweep that lost its Ray cluster (MLflow run {lost.info.run_id}): the points that "
-                 "finished there are skipped")
-    finished = finished_in_lost(c, experiment_name(config), ctx.key) if resumed and lost is not None else frozenset()
-    return Started(uri=uri, experiment_id=exp, parent_id=parent, resumed=finished)
 
 
 def records_aside(config: DictConfig, points: int) -> bool:
@@ -169,7 +74,7 @@ def records_aside(config: DictConfig, points: int) -> bool:
     callbacks = OmegaConf.select(config, "hydra.callbacks", default=None) or {}
     if not any(str(cb.get("_target_", "")).endswith(".SweepTracking") for cb in callbacks.values()):
         return False
-    if SweepTracking._context(config) is None or not deferrable(config):
+    if sweep_context(config) is None or not deferrable(config):
         return False
     launcher = config.hydra.launcher
     return in_process(SimpleNamespace(address=launcher.get("address")), launcher.get("runtime_env"),
@@ -180,7 +85,7 @@ def records_aside(config: DictConfig, points: int) -> bool:
 def deferrable(config: DictConfig) -> bool:
     """Whether the sweep's MLflow work may go to a recorder (:mod:`ipuexp.tracking.recorder`): ipuexp's launcher
     (which hands it over when it runs the jobs here), a grid sweeper, jobs that do not ask the store first."""
-    from ipuexp.app import GRID_SWEEPERS
+    from ipuexp.config.sweep_points import GRID_SWEEPERS
 
     launcher = str(OmegaConf.select(config, "hydra.launcher._target_", default=""))
     sweeper = OmegaConf.select(config, "hydra.runtime.choices", default={}).get("hydra/sweeper")
@@ -188,40 +93,3 @@ def deferrable(config: DictConfig) -> bool:
             and not OmegaConf.select(config, "tracking.skip_completed", default=False))
 
 
-def _remove_lock(ctx: Any) -> None:
-    """The lock that serialises the sweep's jobs opening its parent run is the sweep's own: gone with the sweep."""
-    from ipuexp.tracking.sweep import LOCK_NAME
-
-    try:
-        (ctx.dir / LOCK_NAME).unlink()
-    except FileNotFoundError:
-        pass
-
-
-def _log_links(c: Any, uri: str, exp: Any, parent_id: str, ui_url: Optional[str] = None) -> None:
-    """Where the MLflow UI shows the sweep: its runs side by side, and the experiment's runs table."""
-    from ipuexp.tracking.links import compare_url, experiment_url, serve_hint, ui_base
-    from ipuexp.tracking.sweep import children
-
-    base = (ui_url or "").rstrip("/") or ui_base(uri)
-    if base is None:
-        return
-    runs: List[Any] = sorted(children(c, exp.experiment_id, parent_id, None, limit=50000),
-                             key=lambda r: r.info.start_time)
-    from ipuexp.runner.summary import log_lines
-
-    hint = serve_hint(uri)
-    if hint and not ui_url:
-        hint += "; on another port P, add tracking.ui_url=http://127.0.0.1:P to the sweep's command"
-    # The words wrap to the terminal; an address stays whole on a line of its own, to be clicked or copied.
-    log.info(log_lines(f"MLflow experiment {exp.name!r}" + (f" (serve it with: {hint})" if hint else "") + ":")
-             + f"\n    {experiment_url(base, exp.experiment_id)}")
-    if runs:
-        log.info(f"Compare the sweep's {len(runs)} runs:\n    "
-                 f"{compare_url(base, exp.experiment_id, [r.info.run_id for r in runs])}")
-
-
-def _task_config(config: DictConfig) -> DictConfig:
-    """The driver's config without the ``hydra`` node, as a job sees it."""
-    cfg = OmegaConf.masked_copy(config, [k for k in config.keys() if k != "hydra"])
-    return cfg

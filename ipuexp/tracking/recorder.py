@@ -20,12 +20,13 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import signal
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Optional, Tuple
+
+from ipuexp.tracking.record import JobRecord
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -50,41 +51,6 @@ class _Start:
     spec: Tuple[Any, ...]
     """``("sweep", config, SweepContext, driver process, start ms)`` or ``("run", uri, experiment name)``."""
     here: Callable[[], None]
-
-
-@dataclass
-class Started:
-    """What the sweep's start found: where its runs go, and the config hashes a resumed lost sweep finished."""
-
-    uri: str
-    experiment_id: str
-    parent_id: Optional[str]
-    """The sweep's parent run; None for a single run."""
-    resumed: FrozenSet[str] = frozenset()
-
-
-@dataclass
-class JobRecord:
-    """One job's run as the job saw it, sent to the recorder when the job ends (plain values: it is pickled)."""
-
-    uri: str
-    experiment: str
-    data: Dict[str, Any]
-    """The job's resolved configuration (``identity.resolved``): its tags and parameters are made from it."""
-    overrides: List[str]
-    sweep: Any
-    """The job's ``SweepContext``; None for a single run."""
-    name: Optional[str]
-    start_ms: int
-    end_ms: int = 0
-    status: str = "FINISHED"
-    metrics: List[Tuple[str, float, int, int]] = field(default_factory=list)
-    tags: List[Tuple[str, str]] = field(default_factory=list)
-    files: List[Tuple[str, Optional[str]]] = field(default_factory=list)
-    texts: Dict[str, str] = field(default_factory=dict)
-    """Files written into the run from text: ``error.txt``, a ``config.yaml`` the job did not write."""
-    reply: bool = False
-    """The job waits for its run's id (a single run prints it)."""
 
 
 def allow() -> None:
@@ -114,18 +80,18 @@ def start_here() -> None:
         pending.here()
 
 
-def start_early(uri: str) -> None:
+def start_early(uri: str, serve_early: Callable[[Any, str], int]) -> None:
     """Fork the recorder before Hydra starts (``python -m ipuexp`` once its pre-flight composition says a tracked
     sweep will run here): it imports MLflow and opens the store ``uri`` while Hydra composes the sweep, then waits
     for the start the Hydra callback keeps (``start_aside``), or to be let go."""
     global _early
     if _allowed and _early is None:
-        _early = _fork(lambda conn: _serve_early(conn, uri), None)
+        _early = _fork(lambda conn: serve_early(conn, uri), None)
 
 
-def start_aside() -> None:
-    """Hand a kept start to the recorder (forking it now unless it was forked early); where this process cannot
-    fork safely (other threads), do the start here."""
+def start_aside(serve: Callable[[Any, Tuple[Any, ...]], int]) -> None:
+    """Hand a kept start to the recorder (forking it now, to run ``serve(its end of the pipe, spec)``, unless it was
+    forked early); where this process cannot fork safely (other threads), do the start here."""
     global _pending, _active, _early
     pending, _pending = _pending, None
     if pending is None or _active is not None:
@@ -138,7 +104,7 @@ def start_aside() -> None:
             rec.close("quit")
             rec = None
     else:
-        rec = _fork(lambda conn: _serve(conn, pending.spec), pending.sweep_dir)
+        rec = _fork(lambda conn: serve(conn, pending.spec), pending.sweep_dir)
     if rec is None:
         pending.here()
         return
@@ -178,20 +144,6 @@ def _flush() -> None:
             stream.flush()
         except (OSError, ValueError, AttributeError):
             pass
-
-
-def defer_run(cfg: Any) -> None:
-    """For a single tracked run of ``python -m ipuexp`` (its configuration composed, Hydra not started): start its
-    recorder now, so that MLflow is imported and its store opened while the job is composed and evaluated. Not for
-    a run that asks the store first (``tracking.skip_completed``) or trains (its metrics are sent as it goes)."""
-    mode = cfg.engine.mode
-    if not cfg.tracking.enabled or cfg.tracking.skip_completed or str(getattr(mode, "value", mode)) != "analytic":
-        return
-    from ipuexp.tracking.store import experiment_name, tracking_uri
-
-    allow()
-    if defer(None, ("run", tracking_uri(cfg), experiment_name(cfg)), lambda: None):
-        start_aside()
 
 
 def for_sweep(sweep_dir: Optional[Path]) -> Optional["Recorder"]:
@@ -268,87 +220,3 @@ class Recorder:
         if how != "quit" and not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
             log.warning("the MLflow recorder of the sweep ended with an error (see above); the jobs' results are "
                         "in their folders")
-
-
-def _serve_early(conn: "Connection", uri: str) -> int:
-    """A recorder forked before the sweep started: open the store (importing MLflow), then wait for the start."""
-    _ignore_signals()
-    from ipuexp.tracking.store import client
-
-    try:
-        client(uri)
-    except Exception:  # said as the start fails, if it does
-        pass
-    try:
-        kind, payload = conn.recv()
-    except (EOFError, OSError):
-        return 0
-    return _serve(conn, payload) if kind == "start" else 0
-
-
-def _ignore_signals() -> None:
-    """The driver decides when the recorder ends: an interrupt reaches both processes, and the driver's jobs record
-    theirs as KILLED, then close the sweep."""
-    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
-        if sig is not None:
-            signal.signal(sig, signal.SIG_IGN)
-
-
-def _start(spec: Tuple[Any, ...]) -> Started:
-    if spec[0] == "run":
-        from ipuexp.tracking.store import client, experiment_id
-
-        _, uri, name = spec
-        return Started(uri=uri, experiment_id=experiment_id(client(uri), name, uri), parent_id=None)
-    from hydra.core.utils import configure_log
-
-    from ipuexp.tracking.hydra_callback import sweep_start
-
-    _, config, ctx, driver, start_ms = spec
-    configure_log(config.hydra.hydra_logging, config.hydra.verbose)  # what it says, as the driver says it
-    return sweep_start(config, ctx, driver, start_ms, resumed=True)
-
-
-def _end(spec: Tuple[Any, ...], how: str, started: Started) -> None:
-    if spec[0] == "sweep":
-        from ipuexp.tracking.hydra_callback import sweep_end
-
-        _, config, ctx, _, _ = spec
-        sweep_end(config, ctx, how, started)
-
-
-def _serve(conn: "Connection", spec: Tuple[Any, ...]) -> int:
-    """The recorder: the sweep's start, each job's run, the sweep's end (``spec``: see ``_Start``)."""
-    _ignore_signals()
-    from ipuexp.tracking.deferred import record_job
-
-    ok = True
-    try:
-        started: Optional[Started] = _start(spec)
-    except Exception as exc:  # the store failed: the jobs' records cannot go anywhere; said once
-        log.warning(f"ipuexp: MLflow recording of this sweep failed as it started: {exc}")
-        started, ok = None, False
-    try:
-        conn.send(("resumed", sorted(started.resumed) if started is not None else []))
-    except OSError:  # the driver is gone; what it sent before is still to be read
-        pass
-    while True:
-        try:
-            kind, payload = conn.recv()
-        except (EOFError, OSError):  # the driver is gone without a word
-            kind, payload = "end", "gone"
-        if kind == "end":
-            if started is not None:
-                try:
-                    _end(spec, payload, started)
-                except Exception as exc:
-                    log.warning(f"ipuexp: closing the sweep's MLflow runs failed: {exc}")
-                    ok = False
-            return 0 if ok else 1
-        run_id, failed = record_job(payload, started) if started is not None else (None, "the store failed to open")
-        ok = ok and failed is None
-        if payload.reply:
-            try:
-                conn.send(("run", run_id, failed))
-            except OSError:
-                pass

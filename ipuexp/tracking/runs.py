@@ -14,7 +14,6 @@ import functools
 import logging
 import tempfile
 import time
-import traceback
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
@@ -23,6 +22,8 @@ from omegaconf import DictConfig, OmegaConf
 from ipuexp.result import Result
 from ipuexp.tracking import curated, safety
 from ipuexp.tracking.identity import clip_tag, job_tags, resolved
+from ipuexp.tracking.run_entries import (StoreFailed, error_entries, hydra_overrides, is_store_error,  # noqa: F401
+                                         result_entries)
 from ipuexp.tracking.store import client, experiment_id, experiment_name, retry, tracking_uri
 from ipuexp.tracking.sweep import PARENT_TAG, SweepContext, close_parent, job_parent, run_name, varied
 
@@ -34,9 +35,6 @@ MAX_ENTITIES_PER_BATCH = 1000
 """MLflow's ``MAX_METRICS_PER_BATCH`` and ``MAX_ENTITIES_PER_BATCH``: metrics + params + tags in one request."""
 FLUSH_EVERY_S = 10.0
 """Per-step metrics are sent at most this often (one transaction each), so the UI follows a long run."""
-ARTIFACT_SUFFIXES = (".yaml", ".yml", ".json", ".json.gz", ".csv", ".txt", ".html", ".png", ".svg", ".jpg", ".jpeg",
-                    ".pdf")
-"""Files of ``Result.artifacts`` worth keeping with the run: config, result, charts, traces (not checkpoints)."""
 PARENT_TAGS = ("recipe", "ipuexp_version", "git_commit", "mlflow.source.git.commit")
 """Job tags a sweep's parent run shares (the rest may differ between its jobs)."""
 
@@ -152,30 +150,6 @@ class TrackedRun:
                 repo.log_artifact(str(path), artifact_path)
 
 
-def result_entries(result: Result, tile_memory_bytes: Optional[int]
-                   ) -> Tuple[Dict[str, float], List[Tuple[str, str]], List[str]]:
-    """What a run logs of a result: its metrics, its tags and the files worth keeping (``ARTIFACT_SUFFIXES``)."""
-    figures = {k: float(v) for k, v in curated.metrics(result, tile_memory_bytes).items()}
-    tags: List[Tuple[str, str]] = []
-    if result.fits is not None:
-        tags.append(("fits", str(result.fits).lower()))
-    t = result.throughput
-    if t is not None:
-        # Where no calibration row reaches the configuration (calibration.reach): the axes, in words.
-        tags.append(("extrapolated", clip_tag(t.extrapolated) if t.extrapolated else "no"))
-    files = [path for path in result.artifacts.values()
-             if Path(path).is_file() and path.lower().endswith(ARTIFACT_SUFFIXES)]
-    return figures, tags, files
-
-
-def error_entries(status: str, error: BaseException) -> Tuple[str, Optional[str]]:
-    """A run's ``error`` tag for ``error`` and, for a FAILED run, its ``error.txt`` (the traceback)."""
-    tag = clip_tag(f"{type(error).__name__}: {error}")
-    if status != "FAILED":
-        return tag, None
-    return tag, "".join(traceback.format_exception(type(error), error, error.__traceback__))
-
-
 @functools.lru_cache(maxsize=None)
 def _context_tags() -> Tuple[Tuple[str, str], ...]:
     """MLflow's tags for runs of this process (user, source, git); resolved once, they do not change."""
@@ -189,12 +163,6 @@ def _artifact_repo(uri: str, artifact_uri: str) -> Any:
     from mlflow.utils.uri import add_databricks_profile_info_to_artifact_uri
 
     return get_artifact_repository(add_databricks_profile_info_to_artifact_uri(artifact_uri, uri), tracking_uri=uri)
-
-
-def _hydra_overrides() -> List[str]:
-    from hydra.core.hydra_config import HydraConfig
-
-    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
 
 
 @contextlib.contextmanager
@@ -268,7 +236,7 @@ def _open_run(cfg: DictConfig, uri: str, sweep: Optional[SweepContext], name: Op
     sweep = sweep or SweepContext.from_hydra()
     data = resolved(cfg)
     tags = job_tags(data)
-    overrides = sweep.job_overrides if sweep else _hydra_overrides()
+    overrides = sweep.job_overrides if sweep else hydra_overrides()
     tags["overrides"] = clip_tag(" ".join(overrides))
     parent_id, closes_parent = None, False
     if sweep is not None:
@@ -280,29 +248,3 @@ def _open_run(cfg: DictConfig, uri: str, sweep: Optional[SweepContext], name: Op
     return c, exp_id, run, sweep, parent_id, closes_parent, data, overrides, swept
 
 
-class StoreFailed(RuntimeError):
-    """The tracking store failed as a run started or ended: one line naming the store, what it said and, at the
-    end, where the run's result is kept on disk (nothing computed is lost)."""
-
-    def __init__(self, uri: str, error: BaseException, tracked: Optional[TrackedRun]):
-        said = " ".join(str(error).split())[:200] or type(error).__name__
-        if tracked is None:
-            super().__init__(f"tracking.uri={uri!r}: the tracking store failed as the run started ({said}); nothing "
-                             "was computed yet")
-            return
-        kept = [str(p) for p, _ in tracked._files if p.name == "result.json"]
-        where = f"the run's result is kept in {kept[0]}" if kept else "the run wrote no result"
-        super().__init__(f"tracking.uri={uri!r}: the tracking store failed as the run ended ({said}); {where}")
-
-
-_STORE_MODULES = ("mlflow", "sqlalchemy", "sqlite3", "requests", "urllib3", "http", "socket")
-
-
-def is_store_error(exc: BaseException) -> bool:
-    """An error of the store or the way to it (MLflow, its database, the network), wherever in the chain."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in _STORE_MODULES:
-            return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return False

@@ -18,7 +18,7 @@ def main(uri: str, sweep_dir: str, mode: str) -> None:
     from omegaconf import open_dict
 
     from ipuexp.config.compose import compose_config
-    from ipuexp.tracking import recorder, track_job
+    from ipuexp.tracking import recorder, recorder_loop, track_job
     from ipuexp.tracking.hydra_callback import SweepTracking
     from ipuexp.tracking.sweep import SweepContext
 
@@ -33,7 +33,7 @@ def main(uri: str, sweep_dir: str, mode: str) -> None:
         recorder.allow()  # as python -m ipuexp does
     callback = SweepTracking()
     callback.on_multirun_start(config)
-    recorder.start_aside()  # as ipuexp's launcher does before it runs the jobs in its process
+    recorder.start_aside(recorder_loop.serve)  # as ipuexp's launcher does before it runs the jobs in its process
     assert (recorder.for_sweep(Path(sweep_dir)) is not None) == (mode != "direct")
     for i, (ga, outcome) in enumerate([(16, "done"), (32, "error"), (64, "interrupt")]):
         job = [f"options.gradient_accumulation={ga}"]

@@ -1,0 +1,163 @@
+"""The recorder's own loop (:mod:`ipuexp.tracking.recorder`): in the forked process, the sweep's start, each job's
+run as the driver sends it, the sweep's end."""
+from __future__ import annotations
+
+import functools
+import logging
+import signal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Tuple
+
+from ipuexp.tracking.record import JobRecord, Started
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
+log = logging.getLogger("ipuexp")
+
+
+def serve_early(conn: "Connection", uri: str) -> int:
+    """A recorder forked before the sweep started: open the store (importing MLflow), then wait for the start."""
+    _ignore_signals()
+    from ipuexp.tracking.store import client
+
+    try:
+        client(uri)
+    except Exception:  # said as the start fails, if it does
+        pass
+    try:
+        kind, payload = conn.recv()
+    except (EOFError, OSError):
+        return 0
+    return serve(conn, payload) if kind == "start" else 0
+
+
+def _ignore_signals() -> None:
+    """The driver decides when the recorder ends: an interrupt reaches both processes, and the driver's jobs record
+    theirs as KILLED, then close the sweep."""
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            signal.signal(sig, signal.SIG_IGN)
+
+
+def _start(spec: Tuple[Any, ...]) -> Started:
+    if spec[0] == "run":
+        from ipuexp.tracking.store import client, experiment_id
+
+        _, uri, name = spec
+        return Started(uri=uri, experiment_id=experiment_id(client(uri), name, uri), parent_id=None)
+    from hydra.core.utils import configure_log
+
+    from ipuexp.tracking.sweep_runs import sweep_start
+
+    _, config, ctx, driver, start_ms = spec
+    configure_log(config.hydra.hydra_logging, config.hydra.verbose)  # what it says, as the driver says it
+    return sweep_start(config, ctx, driver, start_ms, resumed=True)
+
+
+def _end(spec: Tuple[Any, ...], how: str, started: Started) -> None:
+    if spec[0] == "sweep":
+        from ipuexp.tracking.sweep_runs import sweep_end
+
+        _, config, ctx, _, _ = spec
+        sweep_end(config, ctx, how, started)
+
+
+def serve(conn: "Connection", spec: Tuple[Any, ...]) -> int:
+    """The recorder: the sweep's start, each job's run, the sweep's end (``spec``: see ``_Start``)."""
+    _ignore_signals()
+    ok = True
+    try:
+        started: Optional[Started] = _start(spec)
+    except Exception as exc:  # the store failed: the jobs' records cannot go anywhere; said once
+        log.warning(f"ipuexp: MLflow recording of this sweep failed as it started: {exc}")
+        started, ok = None, False
+    try:
+        conn.send(("resumed", sorted(started.resumed) if started is not None else []))
+    except OSError:  # the driver is gone; what it sent before is still to be read
+        pass
+    while True:
+        try:
+            kind, payload = conn.recv()
+        except (EOFError, OSError):  # the driver is gone without a word
+            kind, payload = "end", "gone"
+        if kind == "end":
+            if started is not None:
+                try:
+                    _end(spec, payload, started)
+                except Exception as exc:
+                    log.warning(f"ipuexp: closing the sweep's MLflow runs failed: {exc}")
+                    ok = False
+            return 0 if ok else 1
+        run_id, failed = record_job(payload, started) if started is not None else (None, "the store failed to open")
+        ok = ok and failed is None
+        if payload.reply:
+            try:
+                conn.send(("run", run_id, failed))
+            except OSError:
+                pass
+
+
+def record_job(record: JobRecord, started: Started) -> Tuple[Optional[str], Optional[str]]:
+    """Write one job's run (in the recorder): its id, and what the store said when it failed (then said in one
+    line, for a sweep's job). A configuration that finished in the lost sweep this one resumes gets no second run."""
+    from mlflow.entities import Metric, RunTag
+
+    from ipuexp.tracking import curated
+    from ipuexp.tracking.identity import clip_tag, job_tags
+    from ipuexp.tracking.runs import PARENT_TAGS, TrackedRun, _artifact_repo, _context_tags
+    from ipuexp.tracking.store import client, experiment_id, retry
+    from ipuexp.tracking.sweep import PARENT_TAG, close_parent, job_parent, run_name, varied
+
+    tags = job_tags(record.data)
+    if tags["config_hash"] in started.resumed:
+        return None, None
+    try:
+        c = client(record.uri)
+        exp_id = experiment_id(c, record.experiment, record.uri)
+        sweep, overrides = record.sweep, record.overrides
+        tags["overrides"] = clip_tag(" ".join(overrides))
+        parent_id, closes_parent = None, False
+        if sweep is not None and (record.uri, exp_id) == (started.uri, started.experiment_id):
+            parent_id = started.parent_id
+        elif sweep is not None:
+            parent_id, closes_parent = job_parent(c, record.uri, exp_id, sweep,
+                                                  {k: tags[k] for k in PARENT_TAGS if k in tags})
+        if parent_id is not None:
+            tags[PARENT_TAG] = parent_id
+        swept = sweep.swept_keys if sweep is not None else None
+        name = record.name or run_name(overrides, swept, fallback=str(record.data.get("recipe") or ""))
+        run = retry(c.create_run, exp_id, start_time=record.start_ms, run_name=name or None,
+                    tags={**dict(_context_tags()), **tags})
+        tracked = TrackedRun(c, run.info.run_id, functools.partial(_artifact_repo, record.uri, run.info.artifact_uri),
+                             params=curated.params(record.data, [k for k, _ in varied(overrides, swept)], overrides))
+        tracked._metrics = [Metric(*m) for m in record.metrics]
+        tracked._tags = [RunTag(k, v) for k, v in record.tags]
+        tracked._files = [(Path(p), a) for p, a in record.files]
+        tracked.finish(record.status, dict(record.texts), end_time=record.end_ms)
+        if closes_parent:
+            close_parent(c, exp_id, parent_id, sweep)
+        return run.info.run_id, None
+    except Exception as exc:
+        said = " ".join(str(exc).split())[:200] or type(exc).__name__
+        if record.sweep is not None:
+            kept = [p for p, _ in record.files if Path(p).name == "result.json"]
+            log.warning(f"tracking.uri={record.uri!r}: the tracking store failed as the run of "
+                        f"{' '.join(record.overrides)} was recorded ({said}); "
+                        + (f"its result is kept in {kept[0]}" if kept else "it wrote no result"))
+        return None, said
+
+
+def record_run(cfg: Any) -> None:
+    """For a single tracked run of ``python -m ipuexp`` (its configuration composed, Hydra not started): start its
+    recorder now, so that MLflow is imported and its store opened while the job is composed and evaluated. Not for
+    a run that asks the store first (``tracking.skip_completed``) or trains (its metrics are sent as it goes)."""
+    mode = cfg.engine.mode
+    if not cfg.tracking.enabled or cfg.tracking.skip_completed or str(getattr(mode, "value", mode)) != "analytic":
+        return
+    from ipuexp.tracking import recorder
+    from ipuexp.tracking.store import experiment_name, tracking_uri
+
+    recorder.allow()
+    if recorder.defer(None, ("run", tracking_uri(cfg), experiment_name(cfg)), lambda: None):
+        recorder.start_aside(serve)
