@@ -7,6 +7,7 @@ hardware number: this module only turns the configured figures into the units th
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, fields
+from operator import attrgetter
 from typing import Any, Mapping
 
 from ipuexp.config.schema import IPUHardware, SystemConfig, option_value
@@ -108,6 +109,17 @@ class TileContext:
     amp_grain: int
     workers: int
     """Worker threads per tile (``ipu.workers_per_tile``)."""
+
+    def __hash__(self) -> int:
+        # The engine's caches key on contexts many times per configuration: hash the fields once.
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(_context_fields(self))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+
+_context_fields = attrgetter(*(f.name for f in fields(TileContext)))
 
 
 @dataclass(frozen=True)

@@ -104,8 +104,9 @@ class BlockCapture:
 
     @functools.cached_property
     def key(self) -> "BlockKey":
-        """The block as a key of the engine's bounded caches (``functools.lru_cache``), by its signature."""
-        return BlockKey(self)
+        """The block as a key of the engine's bounded caches (``functools.lru_cache``), by its signature: one object
+        for the blocks of equal signature seen so far, so that looking up repeated layers compares no signatures."""
+        return _canonical(BlockKey(self))
 
 
 class BlockKey:
@@ -184,3 +185,8 @@ class Stage:
     @property
     def outputs(self) -> List[TensorInfo]:
         return self.blocks[-1].outputs
+
+
+@functools.lru_cache(maxsize=65536)
+def _canonical(key: BlockKey) -> BlockKey:
+    return key
