@@ -21,11 +21,9 @@ from ipuexp.execution.schedule import FWD, slots, total_cycles
 
 CATEGORIES = ("compute", "recompute", "exchange", "host_io")
 _EXCHANGE = 2
-# The parts of each pass, in execution order, as indices into CATEGORIES: a forward (its host IO on stage 0 only),
-# a backward (recomputation first). Part ``3 p + j`` of ``values`` is part j of pass p (``2 s``: stage s forward,
-# ``2 s + 1``: its backward).
-_FWD_PARTS = (3, 0, 2)
-_BWD_PARTS = (1, 0, 2)
+# The parts of each pass in execution order: a forward's host IO (stage 0 only), compute and exchange; a backward's
+# recomputation, compute and exchange. Part ``3 p + j`` of ``values`` is part j of pass p (``2 s``: stage s
+# forward, ``2 s + 1``: its backward).
 
 
 @dataclass(frozen=True)
@@ -35,9 +33,10 @@ class _Shape:
     group_ipu: np.ndarray
     """Per distinct (IPU, passes it runs in a cycle): the IPU's position in ``ipus`` ..."""
     group_parts: np.ndarray
-    """... the indices of its parts' seconds in execution order (padded with the index of a 0.0) ..."""
-    group_categories: np.ndarray
-    """... one-hot categories of those parts ..."""
+    """... the indices of its slots' parts' seconds in execution order (a slot that does not run: a 0.0), per slot
+    three ..."""
+    group_forward: np.ndarray
+    """... whether each slot is a forward (its first part host IO, else recomputation) ..."""
     group_sends: np.ndarray
     """... and the indices of its passes' bytes sent (padded likewise)."""
     member_cycle: np.ndarray
@@ -58,17 +57,20 @@ class _Shape:
 
 
 def _distinct(rows: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """The first row of each distinct value of ``rows`` (integers or booleans), in order, and
-    each row's index among them."""
+    """The first row of each distinct value of ``rows`` (booleans) and each row's index among them."""
+    if rows.shape[1] <= 62:  # rows as bit patterns
+        codes = rows.astype(np.int64) @ np.left_shift(1, np.arange(rows.shape[1], dtype=np.int64))
+        _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+        return first, inverse.ravel()
     ids: Dict[bytes, int] = {}
-    first: List[int] = []
-    inverse = []
-    for i, row in enumerate(map(bytes, rows.astype(np.int64))):
+    first_rows: List[int] = []
+    inverse_rows = []
+    for i, row in enumerate(map(bytes, rows.astype(np.uint8))):
         j = ids.setdefault(row, len(ids))
-        if j == len(first):
-            first.append(i)
-        inverse.append(j)
-    return np.array(first, dtype=np.int64), np.array(inverse, dtype=np.int64)
+        if j == len(first_rows):
+            first_rows.append(i)
+        inverse_rows.append(j)
+    return np.array(first_rows, dtype=np.int64), np.array(inverse_rows, dtype=np.int64)
 
 
 def _padded(rows: List[List[int]], pad: int) -> np.ndarray:
@@ -120,16 +122,16 @@ def _shape(schedule: str, training: bool, micro_batches: int, stage_ipus: Tuple[
     never = len(cycle_slots)
     slot_of = np.array([ks + [never] * (width - len(ks)) for ks in own], dtype=np.int64)
     runs = np.concatenate([distinct, np.zeros((len(distinct), 1), dtype=bool)], axis=1)[:, slot_of]
-    keys = np.concatenate([np.broadcast_to(np.arange(len(ipus))[None, :, None], runs.shape[:2] + (1,)),
-                           runs], axis=2).reshape(-1, width + 1)
+    # A group's key: its IPU (one-hot) and its slots that run.
+    keys = np.concatenate([np.broadcast_to(np.eye(len(ipus), dtype=bool)[None], runs.shape[:2] + (len(ipus),)),
+                           runs], axis=2).reshape(-1, len(ipus) + width)
     busy = runs.reshape(-1, width).any(axis=1)
-    first_groups, member = _distinct(keys[busy])
-    group_ipu, bits = keys[busy][first_groups, 0], keys[busy][first_groups, 1:].astype(bool)
-    groups = first_groups
+    groups, member = _distinct(keys[busy])
+    group_ipu = np.flatnonzero(busy)[groups] % len(ipus)
+    bits = keys[busy][groups, len(ipus):]
     passes = np.array([2 * s.stage + (0 if s.phase == FWD else 1) for s in cycle_slots] + [0], dtype=np.int64)
     runs_pass = passes[slot_of[group_ipu]]  # (group, slot) -> pass
     parts = np.where(bits[:, :, None], 3 * runs_pass[:, :, None] + np.arange(3), 6 * n_stages)
-    kinds = np.array([_FWD_PARTS, _BWD_PARTS])[runs_pass % 2]
     sends = np.where(bits, runs_pass, 2 * n_stages)
     spans, at = [], 0
     for reps, cs in blocks:
@@ -137,8 +139,7 @@ def _shape(schedule: str, training: bool, micro_batches: int, stage_ipus: Tuple[
             spans.append((reps, at, at + len(cs)))
             at += len(cs)
     return _Shape(ipus=ipus, total_cycles=total, group_ipu=group_ipu,
-                  group_parts=parts.reshape(len(groups), 3 * width), group_categories=np.eye(4)[kinds].reshape(
-                      len(groups), 3 * width, 4), group_sends=sends,
+                  group_parts=parts, group_forward=runs_pass % 2 == 0, group_sends=sends,
                   member_cycle=np.flatnonzero(busy) // len(ipus), member_group=member, cycles=len(distinct),
                   visit_cycle=np.array([of_cycle[c] for c in visited], dtype=np.int64),
                   visit_mb=np.array([first_mb(c) for c in visited], dtype=np.int64),
@@ -180,8 +181,10 @@ def timed(spec: Any) -> Tuple[float, int, Dict[int, Dict[str, float]]]:
     n_ipus = len(sh.ipus)
     # Each group: its seconds from 0 (all its parts in order), per category, and the bytes it sends.
     seq = seconds[sh.group_parts]
-    span = _last(seq, 1)
-    own = _last(seq[:, :, None] * sh.group_categories, 1)
+    span = _last(seq.reshape(len(seq), 3 * seq.shape[1]), 1)
+    first, fwd = seq[:, :, 0], sh.group_forward
+    own = np.stack([_last(seq[:, :, 1], 1), _last(np.where(fwd, 0.0, first), 1), _last(seq[:, :, 2], 1),
+                    _last(np.where(fwd, first, 0.0), 1)], axis=1)  # CATEGORIES' order
     sent = _last(sends[sh.group_sends], 1)
     # Each distinct cycle: every IPU's busy seconds and the slowest IPU's end, then the barrier when multi-IPU.
     mc, mg = sh.member_cycle, sh.member_group
