@@ -112,36 +112,47 @@ CHART_FILES = {"trace": "trace.json.gz", "gantt": "pipeline.png", "memory_chart"
 """The files a run writes besides its result (``report.charts``), by their ``result.artifacts`` key."""
 
 
-def _save_charts(ev: Evaluation, out: Path) -> None:
+def _save_step_charts(ev: Evaluation, out: Path) -> None:
+    """The step's events (hundreds of thousands), its trace (in a process of its own) and its Gantt chart."""
     from ipuexp.report.gantt import draw_gantt
-    from ipuexp.report.memory_chart import save_liveness_chart, save_memory_chart
     from ipuexp.report.trace import write_trace_aside
 
-    result = ev.result
-    title = f"{result.recipe or result.model.name}: one step"
+    title = f"{ev.result.recipe or ev.result.model.name}: one step"
     events = ev.step_events()
     join_trace = write_trace_aside(events, out / CHART_FILES["trace"], title=title)  # on the other core
     try:
         draw_gantt(events, out / CHART_FILES["gantt"], title=title)
-        save_memory_chart(result.memory, out / CHART_FILES["memory_chart"])
-        worst = max(result.memory.ipus, key=lambda m: m.max_tile_bytes)
-        save_liveness_chart(ev.liveness, out / CHART_FILES["liveness_chart"], capacity_bytes=worst.capacity_bytes,
-                            title=f"Liveness, IPU {worst.ipu}")
     except BaseException:
         join_trace(False)
         raise
     join_trace()
 
 
+def _save_memory_charts(ev: Evaluation, out: Path) -> None:
+    from ipuexp.report.memory_chart import save_liveness_chart, save_memory_chart
+
+    memory = ev.result.memory
+    save_memory_chart(memory, out / CHART_FILES["memory_chart"])
+    worst = max(memory.ipus, key=lambda m: m.max_tile_bytes)
+    save_liveness_chart(ev.liveness, out / CHART_FILES["liveness_chart"], capacity_bytes=worst.capacity_bytes,
+                        title=f"Liveness, IPU {worst.ipu}")
+
+
 def _charts_aside(ev: Evaluation, out: Path) -> Callable[[], None]:
-    """Start ``_save_charts`` in a forked process (``report.aside``): seconds of matplotlib and JSON that overlap
-    this process opening the run's MLflow store (importing MLflow alone takes a second or two). The returned
-    function waits for them (drawing them here if the child failed) and records their paths in the result."""
+    """Start the step's charts (``_save_step_charts``) in a forked process (``report.aside``): the events, the trace
+    and the Gantt chart take a second or so of CPU, which the other core spends while this process goes on. The
+    returned function draws the memory and liveness charts here, waits for the others (drawing them here if the
+    child failed) and records their paths in the result."""
     from ipuexp.report.aside import start_aside
 
-    join = start_aside(lambda: _save_charts(ev, out))
+    join = start_aside(lambda: _save_step_charts(ev, out))
 
     def done() -> None:
+        try:
+            _save_memory_charts(ev, out)
+        except BaseException:
+            join(False)
+            raise
         join()
         for key, name in CHART_FILES.items():
             ev.result.artifacts[key] = str((out / name).resolve())
