@@ -32,7 +32,7 @@ from ipuexp.emulator.stash import StageStash, keyed_stage_stash
 from ipuexp.emulator.tiles import TileLoad, tile0_excess, tile_load
 from ipuexp.emulator.variables import place
 from ipuexp.graph.types import BlockKey, Graph, Stage, TensorInfo
-from ipuexp.execution.execution import ExecutionPlan, tile_context
+from ipuexp.execution.execution import ExecutionPlan
 from ipuexp.execution.precision import is_float, tensor_bytes
 from ipuexp.result import IPUMemory, MemoryFigures
 
@@ -81,7 +81,7 @@ def plan_ipus(plan: ExecutionPlan, graph: Graph, block_memo: Optional[Dict[Any, 
     for position, ipu in enumerate(plan.ipus):
         own = [st for st in stages if st.ipu == ipu]
         keys = tuple(tuple(b.key for b in st.blocks) for st in own)
-        ctx = tile_context(plan, position)
+        ctx = plan.contexts[position]
         amp = ctx.amp_proportion
         temps, ops = ipu_figures(sum(keys, ()), ctx, s.training, s.serialisation, vocab)
         plans.append(_plan_ipu(ipu, own, keys, stages, s, amp, recompute, plan.stash_depths, temps, ops, owner_ipu,
@@ -102,6 +102,21 @@ def _plan_ipu(ipu: int, own: List[Stage], keys: Tuple[Tuple[BlockKey, ...], ...]
               s: MemorySettings, amp: float, recompute: bool, depths: Sequence[int], temps: Tuple[int, ...], ops: int,
               owner_ipu: Optional[int], vocab: int, first_inputs: List[TensorInfo]) -> IPUPlan:
     n_stages = len(stages)
+    first = stages[0].blocks[0].key if own[0].index == 0 and first_inputs else None
+    al, units, tile, stashes, steps, top, layers = _ipu_core(
+        ipu, keys, tuple(b.name for st in own for b in st.blocks), tuple(depths[st.index] for st in own),
+        own[0].index == 0, own[-1].index == n_stages - 1, n_stages > 1, _boundary_tensors(own, stages, s.training), s,
+        recompute, temps, ops, owner_ipu, vocab, first)
+    return IPUPlan(ipu=ipu, stages=list(own), amp=amp, always_live=dict(al), steps=steps, units=units, tile=tile,
+                   layers=layers, stash=list(stashes), top=top)
+
+@lru_cache(maxsize=4096)
+def _ipu_core(ipu: int, keys: Tuple[Tuple[BlockKey, ...], ...], names: Tuple[str, ...], depths: Tuple[int, ...],
+              first_stage: bool, last_stage: bool, pipelined: bool, boundary: int, s: MemorySettings, recompute: bool,
+              temps: Tuple[int, ...], ops: int, owner_ipu: Optional[int], vocab: int,
+              first: Optional[BlockKey]) -> Tuple[Any, ...]:
+    """The IPU plan's always-live bytes, code units, tile load, stashes, steps, peak step and layers (a planner meets
+    the same IPU again and again). ``first``: the graph's first block when this IPU holds it."""
     loc = s.locations
     # Parameters held here: owned ones plus a copy of a tied table owned by another IPU.
     owned, owned_tensors, own_largest, uses_tied, layers = _aggregates(sum(keys, ()))
@@ -132,19 +147,20 @@ def _plan_ipu(ipu: int, own: List[Stage], keys: Tuple[Tuple[BlockKey, ...], ...]
     # Stash FIFOs; without a pipeline, the tensors kept for backward are counted at each step instead.
     stashes: List[StageStash] = []
     if s.training:
-        for st, ks in zip(own, keys):
-            stashes.append(keyed_stage_stash(ks, depths[st.index], recompute, s.every_layer, s.stash))
-        if loc.activations.on_chip and n_stages > 1:
+        for ks, depth in zip(keys, depths):
+            stashes.append(keyed_stage_stash(ks, depth, recompute, s.every_layer, s.stash))
+        if loc.activations.on_chip and pipelined:
             al["stash"] = sum(x.bytes for x in stashes)
 
     # Host stream buffers: the micro-batch's inputs enter at stage 0; inference returns the last outputs.
     stream_tensors = 0
     if not s.synthetic:
-        if own[0].index == 0:
+        if first_stage:
+            first_inputs = first.block.inputs if first is not None else []
             al["host_io_buffers"] += tensor_bytes(first_inputs, s.io_float_bytes) * s.prefetch
             stream_tensors += len(first_inputs)
-        if own[-1].index == n_stages - 1:
-            last = own[-1].blocks[-1].outputs if own[-1].blocks else []
+        if last_stage:
+            last = keys[-1][-1].block.outputs if keys[-1] else []
             if not s.training:
                 al["host_io_buffers"] += tensor_bytes(last, s.act)
             stream_tensors += len(last) if not s.training else 1
@@ -158,15 +174,15 @@ def _plan_ipu(ipu: int, own: List[Stage], keys: Tuple[Tuple[BlockKey, ...], ...]
     units = CodeUnits(
         ops=ops,
         host_tensors=tensors * host_copies + stream_tensors,
-        boundary_tensors=_boundary_tensors(own, stages, s.training),
+        boundary_tensors=boundary,
         parameter_tensors=tensors,
         parameter_elements=owned,
         tiles=s.tiles,
     )
     al.update(code_bytes(units, s.replicas, s.training))
 
-    steps, top = program_steps(keys, tuple(b.name for st in own for b in st.blocks), s, recompute, n_stages > 1,
-                               temps, stashes, weights_streamed, acc_streamed, opt_streamed, largest)
+    steps, top = program_steps(keys, names, s, recompute, pipelined, temps, stashes, weights_streamed, acc_streamed,
+                               opt_streamed, largest)
 
     # Tiles: everything but the host buffers is spread over the compute tiles, tile 0 carrying the rounding.
     peak = sum(steps[top][1].values()) if steps else 0
@@ -176,8 +192,7 @@ def _plan_ipu(ipu: int, own: List[Stage], keys: Tuple[Tuple[BlockKey, ...], ...]
         linear.append(al["host_io_buffers"])
     extra = tile0_excess(sum(1 for b in linear if b > 0))
     tile = tile_load(compute, extra, al["host_io_buffers"], s.tiles, s.io_tiles, s.tile_memory, s.io_proportion)
-    return IPUPlan(ipu=ipu, stages=list(own), amp=amp, always_live=al, steps=steps, units=units, tile=tile,
-                   layers=layers, stash=stashes, top=top)
+    return al, units, tile, tuple(stashes), steps, top, layers
 
 def _boundary_tensors(own: List[Stage], stages: Sequence[Stage], training: bool) -> int:
     """Tensor copies between this IPU and others: activations forward, their gradients backward."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Set, Tuple
+from typing import Any, NamedTuple, Set, Tuple
 
 from ipuexp.config.schema import option_value
 from ipuexp.emulator.code_size import SERIALISED_OP_UNITS
@@ -17,9 +17,25 @@ from ipuexp.execution.precision import IO_PRECISION_BYTES
 STASH_BYTES = {"half": 2, "float8": 1}
 """Bytes per stashed element of ``options.stash_precision`` (null: the activation precision)."""
 
-@dataclass
+class Location(NamedTuple):
+    """One category's ``options.tensor_locations`` entry, as plain (hashable) values."""
+
+    on_chip: Any
+    replicated_tensor_sharding: Any
+    min_elements_for_off_chip: Any
+    min_elements_for_replicated_tensor_sharding: Any
+
+
+class Locations(NamedTuple):
+    weights: Location
+    activations: Location
+    optimizer_state: Location
+    accumulators: Location
+
+
+@dataclass(frozen=True)
 class MemorySettings:
-    """The configuration values the model reads, resolved once per call."""
+    """The configuration values the model reads, resolved once per call (hashable: IPU plans are cached on it)."""
 
     training: bool
     act: int
@@ -34,7 +50,7 @@ class MemorySettings:
     first_state: int
     second_state: int
     state_tensors: int
-    locations: Any
+    locations: Locations
     tiles: int
     tile_memory: int
     io_tiles: int
@@ -43,7 +59,6 @@ class MemorySettings:
     synthetic: bool
     io_float_bytes: int
     serialisation: int
-    proportion: Any
 
 def memory_settings(plan: ExecutionPlan) -> MemorySettings:
     opts = plan.options
@@ -59,12 +74,18 @@ def memory_settings(plan: ExecutionPlan) -> MemorySettings:
         recompute_mode=option_value(opts.recomputation.mode),
         every_layer=bool(opts.recomputation.checkpoint_every_layer),
         first_state=first, second_state=second, state_tensors=sum(OPTIMIZER_STATES[optimizer]),
-        locations=opts.tensor_locations, tiles=int(plan.ipu.tiles), tile_memory=int(plan.ipu.memory_per_tile_bytes),
+        locations=_locations(opts.tensor_locations), tiles=int(plan.ipu.tiles), tile_memory=int(plan.ipu.memory_per_tile_bytes),
         io_tiles=int(opts.io.num_io_tiles), io_proportion=float(opts.io.io_tiles_available_memory_proportion),
         prefetch=max(int(opts.io.prefetch_depth), 1), synthetic=bool(opts.synthetic_data),
         io_float_bytes=IO_PRECISION_BYTES.get(io_precision, prec.activation),
-        serialisation=max(int(opts.embedding_serialization_factor), 1), proportion=opts.available_memory_proportion,
+        serialisation=max(int(opts.embedding_serialization_factor), 1),
     )
+
+
+def _locations(tl: Any) -> Locations:
+    return Locations(*(Location(c.on_chip, c.replicated_tensor_sharding, c.min_elements_for_off_chip,
+                                c.min_elements_for_replicated_tensor_sharding)
+                       for c in (tl.weights, tl.activations, tl.optimizer_state, tl.accumulators)))
 
 @dataclass
 class BlockFigures:

@@ -18,7 +18,7 @@ from ipuexp.emulator.pipeline import Event, PipelineResult, PipelineSpec, StageW
 from ipuexp.emulator.stash import stage_stash
 from ipuexp.emulator.variables import OPTIMIZER_STATES, state_bytes
 from ipuexp.graph.types import BlockKey, Graph, Stage
-from ipuexp.execution.execution import ExecutionPlan, tile_context
+from ipuexp.execution.execution import ExecutionPlan
 from ipuexp.execution.hardware import TileContext
 from ipuexp.execution.precision import float_elements, tensor_bytes
 from ipuexp.result import ThroughputFigures
@@ -60,16 +60,31 @@ class StepAnalysis:
 
 
 
-def _stage_work(plan: ExecutionPlan, stage: Stage, ctx: TileContext) -> StageWork:
+def _stage_works(plan: ExecutionPlan, ctxs: Dict[int, TileContext]) -> Tuple[StageWork, ...]:
+    """Every stage's seconds per micro-batch, looked up an IPU at a time (a planner meets each IPU's stages under
+    each context again and again)."""
     opts, r, pb = plan.options, plan.rates, plan.precision
     locs = opts.tensor_locations
-    return _work(tuple(b.key for b in stage.blocks), stage.index, stage.ipu, ctx, plan.training,
-                 plan.training and opts.gradient_accumulation > 1, locs.accumulators.on_chip, locs.weights.on_chip,
-                 locs.activations.on_chip, r.clock_hz, r.streaming_memory_bytes_per_s, pb.weight, pb.activation,
-                 plan.stage_recomputes[stage.index])
+    common = (plan.training, plan.training and opts.gradient_accumulation > 1, locs.accumulators.on_chip,
+              locs.weights.on_chip, locs.activations.on_chip, r.clock_hz, r.streaming_memory_bytes_per_s, pb.weight,
+              pb.activation)
+    by_ipu: Dict[int, List[Stage]] = {}
+    for st in plan.stages:
+        by_ipu.setdefault(st.ipu, []).append(st)
+    works: Dict[int, StageWork] = {}
+    for ipu, own in by_ipu.items():
+        got = _ipu_works(tuple((tuple(b.key for b in st.blocks), st.index, plan.stage_recomputes[st.index])
+                               for st in own), ipu, ctxs[ipu], *common)
+        works.update(zip((st.index for st in own), got))
+    return tuple(works[st.index] for st in plan.stages)
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=8192)
+def _ipu_works(stages: Tuple[Tuple[Tuple[BlockKey, ...], int, bool], ...], ipu: int, ctx: TileContext,
+               *common: object) -> Tuple[StageWork, ...]:
+    return tuple(_work(keys, index, ipu, ctx, *common, recompute) for keys, index, recompute in stages)
+
+
 def _work(keys: Tuple[BlockKey, ...], index: int, ipu: int, ctx: TileContext, training: bool, accumulating: bool,
           accumulators_on_chip: bool, weights_on_chip: bool, activations_on_chip: bool, clock: float,
           streaming: float, weight: int, act: int, recompute: bool) -> StageWork:
@@ -172,8 +187,8 @@ def analyse(plan: ExecutionPlan, graph: Graph, record_events: bool = False,
     cycles depend only on the block and its IPU's context)."""
     opts, r, stages = plan.options, plan.rates, plan.stages
     ipu_ids = plan.ipus
-    ctxs = {i: tile_context(plan, n) for n, i in enumerate(ipu_ids)}
-    works = tuple(_stage_work(plan, s, ctxs[s.ipu]) for s in stages)
+    ctxs = dict(zip(ipu_ids, plan.contexts))
+    works = _stage_works(plan, ctxs)
     io = host_io(plan, graph, ctxs[stages[0].ipu])
     ga = int(opts.gradient_accumulation)
     di = int(opts.device_iterations)

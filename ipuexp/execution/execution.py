@@ -8,6 +8,7 @@ consumer that uses the new field.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence, Tuple
 
@@ -68,6 +69,11 @@ class ExecutionPlan:
     @property
     def num_stages(self) -> int:
         return len(self.stages)
+
+    @functools.cached_property
+    def contexts(self) -> Tuple[TileContext, ...]:
+        """``tile_context`` of each IPU of ``ipus``, in that order (built once: timing and memory both read them)."""
+        return tuple(tile_context(self, p) for p in range(len(self.ipus)))
 
     def with_calibration(self, constants: Mapping[str, float]) -> "ExecutionPlan":
         """The same plan with some calibration constants replaced (fitting evaluates many of these)."""
