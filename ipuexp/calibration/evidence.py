@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple
 
@@ -53,7 +53,7 @@ class Residual:
     tile_headroom: Optional[float] = None
     framework: str = ""
 
-    @property
+    @cached_property
     def point(self) -> Point:
         return Point(self.ipus_per_replica, self.elements, self.elements_kind, self.samples_per_step,
                      self.tile_headroom, self.ipus, self.framework)

@@ -42,6 +42,12 @@ def _value(p: Point, axis: str) -> float:
 
 def axis_excess(row: Point, point: Point) -> Dict[str, float]:
     """Excess of ``row`` over its reach on each axis both know, in reach-widths (0: within reach)."""
+    return dict(_excess(row, point))
+
+
+@functools.lru_cache(maxsize=4096)
+def _excess(row: Point, point: Point) -> Tuple[Tuple[str, float], ...]:
+    """``axis_excess`` as pairs (a band asks for each row's twice: the nearest row, then the axes outside all)."""
     out: Dict[str, float] = {}
     for axis in LOG_AXES:
         a, b = _value(row, axis), _value(point, axis)
@@ -57,7 +63,7 @@ def axis_excess(row: Point, point: Point) -> Dict[str, float]:
         out["tile_headroom"] = max(0.0, gap - REACH["tile_headroom"]) / REACH["tile_headroom"]
     if row.framework and point.framework:
         out["framework"] = 0.0 if row.framework == point.framework else 1.0
-    return out
+    return tuple(out.items())
 
 
 def distance(row: Point, point: Point) -> float:
