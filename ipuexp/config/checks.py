@@ -23,7 +23,12 @@ def value_at(cfg: AnyConfig, key: str) -> Any:
     return plain(node)
 
 
+_SCALARS = frozenset((int, float, str, bool, type(None)))
+
+
 def plain(value: Any) -> Any:
+    if type(value) in _SCALARS:  # most values: skip the abstract-class checks below
+        return value
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, (ListConfig, DictConfig)):

@@ -47,6 +47,7 @@ ENUMS = {
     "engine.mode": schema.EngineMode,
     "host.framework": schema.HostFramework,
 }
+_ENUM_VALUES = {key: [e.value for e in enum] for key, enum in ENUMS.items()}
 # PopTorch TensorLocations.numIOTiles (poptorch.Options, PopTorch user guide): "must be even, 32 <= n <= 192".
 IO_TILES_MIN, IO_TILES_MAX = 32, 192
 MNIST_FILES = ("images-idx3-ubyte", "labels-idx1-ubyte")
@@ -81,8 +82,8 @@ def _unknown_keys(node: Any, cls: type, prefix: str) -> None:
 
 
 def _check_enums(cfg: ConfigNode, w: Warnings) -> None:
-    for key, enum in ENUMS.items():
-        one_of(cfg, key, [e.value for e in enum])
+    for key, allowed in _ENUM_VALUES.items():
+        one_of(cfg, key, allowed)
     one_of(cfg, "options.precision", PRECISIONS, " (activation/gradient bits . weight bits)")
 
 
