@@ -80,7 +80,7 @@ def plan_ipus(plan: ExecutionPlan, graph: Graph, block_memo: Optional[Dict[Any, 
     plans = []
     for position, ipu in enumerate(plan.ipus):
         own = [st for st in stages if st.ipu == ipu]
-        keys = tuple(tuple(b.key for b in st.blocks) for st in own)
+        keys = tuple(st.key for st in own)
         ctx = plan.contexts[position]
         amp = ctx.amp_proportion
         temps, ops = ipu_figures(sum(keys, ()), ctx, s.training, s.serialisation, vocab)

@@ -73,8 +73,8 @@ def _stage_works(plan: ExecutionPlan, ctxs: Dict[int, TileContext]) -> Tuple[Sta
         by_ipu.setdefault(st.ipu, []).append(st)
     works: Dict[int, StageWork] = {}
     for ipu, own in by_ipu.items():
-        got = _ipu_works(tuple((tuple(b.key for b in st.blocks), st.index, plan.stage_recomputes[st.index])
-                               for st in own), ipu, ctxs[ipu], *common)
+        got = _ipu_works(tuple((st.key, st.index, plan.stage_recomputes[st.index]) for st in own), ipu, ctxs[ipu],
+                         *common)
         works.update(zip((st.index for st in own), got))
     return tuple(works[st.index] for st in plan.stages)
 
@@ -88,7 +88,7 @@ def _ipu_works(stages: Tuple[Tuple[Tuple[BlockKey, ...], int, bool], ...], ipu: 
 def _work(keys: Tuple[BlockKey, ...], index: int, ipu: int, ctx: TileContext, training: bool, accumulating: bool,
           accumulators_on_chip: bool, weights_on_chip: bool, activations_on_chip: bool, clock: float,
           streaming: float, weight: int, act: int, recompute: bool) -> StageWork:
-    """A stage's seconds per micro-batch (a planner meets each stage under each context again and again)."""
+    """A stage's seconds per micro-batch."""
     blocks = [k.block for k in keys]
     bc = blocks_cycles(blocks, ctx)
     fwd, bwd = bc.fwd, Cycles(bc.bwd.compute, bc.bwd.exchange) if training else Cycles()

@@ -182,6 +182,11 @@ class Stage:
     def inputs(self) -> List[TensorInfo]:
         return self.blocks[0].inputs
 
+    @functools.cached_property
+    def key(self) -> Tuple["BlockKey", ...]:
+        """Its blocks' cache keys (``BlockCapture.key``), in order (a stage's blocks are fixed once assigned)."""
+        return tuple(b.key for b in self.blocks)
+
     @property
     def outputs(self) -> List[TensorInfo]:
         return self.blocks[-1].outputs
