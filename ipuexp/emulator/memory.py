@@ -57,6 +57,9 @@ class IPUPlan:
     stash: List[StageStash] = field(default_factory=list)
     top: int = -1
     """Index of the peak step (the first of the largest total); -1: find it."""
+    totals: Optional[Tuple[Tuple[int, ...], int, int]] = None
+    """(bytes by category at the peak step in ``CATEGORIES``' order, not-always-live and always-live bytes) when
+    known; None: ``memory_figures`` sums them."""
 
     @property
     def always_live_bytes(self) -> int:
@@ -103,12 +106,12 @@ def _plan_ipu(ipu: int, own: List[Stage], keys: Tuple[Tuple[BlockKey, ...], ...]
               owner_ipu: Optional[int], vocab: int, first_inputs: List[TensorInfo]) -> IPUPlan:
     n_stages = len(stages)
     first = stages[0].blocks[0].key if own[0].index == 0 and first_inputs else None
-    al, units, tile, stashes, steps, top, layers = _ipu_core(
+    al, units, tile, stashes, steps, top, layers, totals = _ipu_core(
         ipu, keys, tuple(b.name for st in own for b in st.blocks), tuple(depths[st.index] for st in own),
         own[0].index == 0, own[-1].index == n_stages - 1, n_stages > 1, _boundary_tensors(own, stages, s.training), s,
         recompute, temps, ops, owner_ipu, vocab, first)
     return IPUPlan(ipu=ipu, stages=list(own), amp=amp, always_live=dict(al), steps=steps, units=units, tile=tile,
-                   layers=layers, stash=list(stashes), top=top)
+                   layers=layers, stash=list(stashes), top=top, totals=totals)
 
 @lru_cache(maxsize=4096)
 def _ipu_core(ipu: int, keys: Tuple[Tuple[BlockKey, ...], ...], names: Tuple[str, ...], depths: Tuple[int, ...],
@@ -119,7 +122,7 @@ def _ipu_core(ipu: int, keys: Tuple[Tuple[BlockKey, ...], ...], names: Tuple[str
     the same IPU again and again). ``first``: the graph's first block when this IPU holds it."""
     loc = s.locations
     # Parameters held here: owned ones plus a copy of a tied table owned by another IPU.
-    owned, owned_tensors, own_largest, uses_tied, layers = _aggregates(sum(keys, ()))
+    owned, owned_tensors, own_largest, uses_tied, layers = block_totals(sum(keys, ()))
     largest = own_largest
     tied_copy = vocab if vocab and owner_ipu is not None and owner_ipu != ipu and uses_tied else 0
     params = owned + tied_copy
@@ -192,7 +195,10 @@ def _ipu_core(ipu: int, keys: Tuple[Tuple[BlockKey, ...], ...], names: Tuple[str
         linear.append(al["host_io_buffers"])
     extra = tile0_excess(sum(1 for b in linear if b > 0))
     tile = tile_load(compute, extra, al["host_io_buffers"], s.tiles, s.io_tiles, s.tile_memory, s.io_proportion)
-    return al, units, tile, tuple(stashes), steps, top, layers
+    at_peak = steps[top][1] if steps else {}
+    totals = (tuple(int(al.get(c, 0) + at_peak.get(c, 0)) for c in CATEGORIES), int(sum(at_peak.values())),
+              sum(al.values()))
+    return al, units, tile, tuple(stashes), steps, top, layers, totals
 
 def _boundary_tensors(own: List[Stage], stages: Sequence[Stage], training: bool) -> int:
     """Tensor copies between this IPU and others: activations forward, their gradients backward."""
@@ -212,7 +218,7 @@ def _tensor_copies(key: BlockKey, inputs: bool, training: bool) -> int:
     return len(tensors) + (sum(1 for t in tensors if is_float(t.dtype)) if training else 0)
 
 @lru_cache(maxsize=8192)
-def _aggregates(keys: Tuple[BlockKey, ...]) -> Tuple[int, int, int, bool, int]:
+def block_totals(keys: Tuple[BlockKey, ...]) -> Tuple[int, int, int, bool, int]:
     """(parameters, parameter tensors, largest parameter, whether any uses a tied table, layers) of blocks."""
     blocks = [k.block for k in keys]
     return (sum(b.parameters for b in blocks), sum(b.parameter_tensors for b in blocks),
@@ -230,14 +236,18 @@ def memory_figures(ipu_plans: Sequence[IPUPlan], plan: ExecutionPlan) -> MemoryF
     ipus: List[IPUMemory] = []
     failing: List[FailingIPU] = []
     for ip in ipu_plans:
-        _, peak = ip.peak_step()
-        breakdown = {c: int(ip.always_live.get(c, 0) + peak.get(c, 0)) for c in CATEGORIES}
-        nal = int(sum(peak.values()))
+        if ip.totals is None:
+            _, peak = ip.peak_step()
+            breakdown = {c: int(ip.always_live.get(c, 0) + peak.get(c, 0)) for c in CATEGORIES}
+            nal, al_bytes = int(sum(peak.values())), ip.always_live_bytes
+        else:
+            values, nal, al_bytes = ip.totals
+            breakdown = dict(zip(CATEGORIES, values))
         io_overflow = ip.tile.io_buffer_bytes > ip.tile.io_buffer_limit if ip.tile.io_tile_bytes else False
         fits = ip.tile.max_tile_bytes <= tile_memory and not io_overflow
         tile = ip.ipu * tiles + ip.tile.max_tile
         ipus.append(IPUMemory(ipu=ip.ipu, capacity_bytes=tiles * tile_memory,
-                              total_bytes=ip.always_live_bytes + nal, always_live_bytes=ip.always_live_bytes,
+                              total_bytes=al_bytes + nal, always_live_bytes=al_bytes,
                               not_always_live_bytes=nal, max_tile_bytes=ip.tile.max_tile_bytes, max_tile=tile,
                               fits=fits, breakdown=breakdown))
         if not fits:

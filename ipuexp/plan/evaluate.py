@@ -181,6 +181,7 @@ def variables_bound(exp: ExperimentConfig, stages: Any) -> List[Tuple[int, int]]
     evenly over all its tiles. The memory model holds at least these (plus a tied table's copy, code, stash and
     the peak step) on its compute tiles, and its fullest tile at least their mean, so a candidate over the limit
     here is over it there too; it costs microseconds against milliseconds for the memory model."""
+    from ipuexp.emulator.memory import block_totals
     from ipuexp.emulator.variables import place, state_bytes
     from ipuexp.execution.precision import precision_bytes
 
@@ -191,14 +192,12 @@ def variables_bound(exp: ExperimentConfig, stages: Any) -> List[Tuple[int, int]]
     replicas = int(o.replication_factor)
     accumulate = exp.training and int(o.gradient_accumulation) > 1
     tiles = int(exp.ipu.tiles)
-    per_ipu: Dict[int, List[Any]] = {}
+    per_ipu: Dict[int, Tuple[Any, ...]] = {}
     for st in stages:
-        per_ipu.setdefault(st.ipu, []).extend(st.blocks)
+        per_ipu[st.ipu] = per_ipu.get(st.ipu, ()) + st.key
     out = []
-    for ipu, blocks in sorted(per_ipu.items()):
-        params = sum(b.parameters for b in blocks)
-        tensors = sum(b.parameter_tensors for b in blocks)
-        largest = max((b.largest_parameter for b in blocks), default=0)
+    for ipu, keys in sorted(per_ipu.items()):
+        params, tensors, largest, _, _ = block_totals(keys)
         total = place(params, tensors, largest, weight, loc.weights, replicas).on_chip_bytes
         if exp.training:
             if accumulate:
