@@ -143,6 +143,9 @@ def _charts_aside(ev: Evaluation, out: Path) -> Callable[[], None]:
     and the Gantt chart take a second or so of CPU, which the other core spends while this process goes on. The
     returned function draws the memory and liveness charts here, waits for the others (drawing them here if the
     child failed) and records their paths in the result."""
+    import matplotlib.figure  # noqa: F401  (loaded once, before the fork, for both processes' charts)
+    from matplotlib.backends import backend_agg  # noqa: F401
+
     from ipuexp.report.aside import start_aside
 
     join = start_aside(lambda: _save_step_charts(ev, out))

@@ -25,11 +25,25 @@ def _now_ms() -> int:
 class DeferredRun:
     """Stands in for a job's :class:`~ipuexp.tracking.runs.TrackedRun`; its run id is the recorder's to know."""
 
-    run_id: Optional[str] = None
-
     def __init__(self, record: JobRecord, tile_memory_bytes: Optional[int]):
         self.record = record
         self._tile_memory_bytes = tile_memory_bytes
+        self._id: Optional[str] = None
+        self._asked: Any = None
+        """The recorder that owes this run's id (a single run's), until it is read."""
+
+    @property
+    def run_id(self) -> Optional[str]:
+        """The run's id once the recorder wrote it (a single run waits here, after its tables are printed); a
+        store that failed is :class:`~ipuexp.tracking.run_entries.StoreFailed`, one line naming the result kept."""
+        if self._asked is not None:
+            from ipuexp.tracking.run_entries import StoreFailed
+
+            rec, self._asked = self._asked, None
+            self._id, failed = rec.wait_run()
+            if failed is not None:
+                raise StoreFailed(self.record.uri, RuntimeError(failed), self)
+        return self._id
 
     def log_step_metrics(self, step: int, values: Mapping[str, float]) -> None:
         ts = _now_ms()
@@ -88,9 +102,9 @@ def deferred_job(cfg: DictConfig, rec: Any, sweep: Any, name: Optional[str]) -> 
             record.texts["config.yaml"] = OmegaConf.to_yaml(cfg, resolve=True)  # the job did not write its own
         rec.send(record)
         if record.reply:
-            run.run_id, failed = rec.wait_run()
-            if failed is not None:
-                store_failed = StoreFailed(record.uri, RuntimeError(failed), run)
-                if error is None:
-                    raise store_failed
-                log.warning(str(store_failed))  # the job's own error says more
+            run._asked = rec
+            if error is not None:  # the job's own error says more; the store's goes on one line beside it
+                try:
+                    run.run_id
+                except StoreFailed as store_failed:
+                    log.warning(str(store_failed))

@@ -40,6 +40,20 @@ def _ignore_signals() -> None:
             signal.signal(sig, signal.SIG_IGN)
 
 
+def _warm() -> None:
+    """What writing a run needs besides the store, loaded while the jobs compute: MLflow's entities and artifact
+    repositories, and the user, source, git and version tags (each found once per process)."""
+    from mlflow.entities import Metric, Param, RunTag  # noqa: F401
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository  # noqa: F401
+
+    from ipuexp.tracking.identity import git_commit, package_version
+    from ipuexp.tracking.runs import _context_tags
+
+    _context_tags()
+    git_commit()
+    package_version()
+
+
 def _start(spec: Tuple[Any, ...]) -> Started:
     if spec[0] == "run":
         from ipuexp.tracking.store import client, experiment_id
@@ -76,6 +90,8 @@ def serve(conn: "Connection", spec: Tuple[Any, ...]) -> int:
         conn.send(("resumed", sorted(started.resumed) if started is not None else []))
     except OSError:  # the driver is gone; what it sent before is still to be read
         pass
+    if started is not None:
+        _warm()
     while True:
         try:
             kind, payload = conn.recv()

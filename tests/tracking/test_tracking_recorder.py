@@ -91,9 +91,10 @@ def test_a_single_run_whose_store_failed_in_its_recorder_is_one_line_naming_the_
     kept = tmp_path / "result.json"
     kept.write_text("{}")
     recorder = _FailingRecorder()
-    with pytest.raises(StoreFailed) as failed:
-        with deferred_job(make_cfg(), recorder, None, None) as run:
-            run.log_artifact(str(kept))
+    with deferred_job(make_cfg(), recorder, None, None) as run:
+        run.log_artifact(str(kept))
+    with pytest.raises(StoreFailed) as failed:  # said when the run's id is asked for, after the run's tables
+        run.run_id
     assert str(failed.value).endswith(f"the tracking store failed as the run ended (database is locked); the run's "
                                       f"result is kept in {kept}")
     (record,) = recorder.sent
