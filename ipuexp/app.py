@@ -35,8 +35,10 @@ class Evaluation:
         (a forked process), not before the answer. The result never depends on them."""
         if not self.events and self.plan is not None:
             from ipuexp.emulator.timing import analyse
+            from ipuexp.report.gc_freeze import collection_paused
 
-            self.events = analyse(self.plan, self.graph, record_events=True).events
+            with collection_paused():
+                self.events = analyse(self.plan, self.graph, record_events=True).events
         return self.events
 
 
