@@ -75,10 +75,15 @@ def check_outputs(cfg: ConfigNode, multirun: bool) -> None:
         check_store("tracking.uri", cfg.tracking.uri or uri, uri, float(cfg.tracking.timeout_s))
 
 
+def _tracking_off(argv: List[str]) -> bool:
+    """The command line turns tracking off (no recorder is forked for it)."""
+    return any(a.split("=", 1)[0].lstrip("+~") == "tracking.enabled" and a.split("=", 1)[-1].strip().lower()
+               in ("false", "no", "off", "0") for a in argv)
+
+
 def _record_aside(cfg: ConfigNode, overrides: List[str]) -> None:
-    """A tracked grid sweep that will run in this process leaves its MLflow work to a recorder
-    (:mod:`ipuexp.tracking.recorder`), forked now, so that MLflow is imported and the store opened while Hydra
-    composes the sweep."""
+    """A tracked grid sweep that will run in this process leaves its MLflow work to the recorder forked as the
+    command started (:mod:`ipuexp.tracking.recorder`), which opens the store while Hydra composes the sweep."""
     import math
 
     from ipuexp.config.sweep_points import axes
@@ -87,10 +92,9 @@ def _record_aside(cfg: ConfigNode, overrides: List[str]) -> None:
 
     recorder.allow()
     if records_aside(cfg, math.prod(len(axis) for axis in axes(overrides))):
-        from ipuexp.tracking.recorder_loop import serve_early
         from ipuexp.tracking.store import tracking_uri
 
-        recorder.start_early(tracking_uri(cfg), serve_early)
+        recorder.open_early(tracking_uri(cfg))
 
 
 def check_optimiser(cfg: ConfigNode, overrides: List[str]) -> None:
@@ -120,7 +124,12 @@ def main(argv: Optional[List[str]] = None) -> None:
         print(text())
         return
     from ipuexp.config.errors import ConfigError
-    mode = _UNKNOWN
+    mode, recorder = _UNKNOWN, None
+    if not _wants_hydra_only(argv) and not _tracking_off(argv):
+        from ipuexp.tracking import recorder
+        from ipuexp.tracking.recorder_loop import serve_early
+
+        recorder.start_early(serve_early)  # MLflow loads on the other core while the command line is checked
     if not _wants_hydra_only(argv):
         overrides = [a for a in argv if not a.startswith("-")]
         try:
@@ -130,10 +139,6 @@ def main(argv: Optional[List[str]] = None) -> None:
             cfg = preflight(first)
             mode = cfg.hydra.get("mode")
             check_outputs(cfg, _is_multirun(argv))
-            if not _is_multirun(argv) and cfg.tracking.enabled:
-                from ipuexp.tracking.recorder_loop import record_run
-
-                record_run(cfg)  # MLflow is imported and its store opened beside the job
             if _is_multirun(argv):
                 from ipuexp.runner.placement import check_launcher
 
@@ -146,12 +151,18 @@ def main(argv: Optional[List[str]] = None) -> None:
         except ConfigError as err:
             print(f"ipuexp: config error: {err}", file=sys.stderr)
             sys.exit(EXIT_CONFIG_ERROR)
+        if cfg.tracking.enabled and not _is_multirun(argv):
+            from ipuexp.tracking.recorder_loop import record_run
+
+            record_run(cfg)  # its store opened while Hydra composes the job
+        elif cfg.tracking.enabled:
+            _record_aside(cfg, overrides)
     optimiser = _is_multirun(argv) and any(a.startswith("hydra/sweeper=") and a.split("=", 1)[1] not in
                                             ("ipuexp", "basic") for a in argv)
     multirun = _is_multirun(argv)
+    if recorder is not None:
+        recorder.drop_early()  # when no run or sweep here has taken it
     if multirun:
-        if mode is not _UNKNOWN and cfg.tracking.enabled:
-            _record_aside(cfg, overrides)
         # Hydra prints what a sweep raises, then a HYDRA_FULL_ERROR hint; let it through to be told apart (below).
         os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import signal
 import sys
 import threading
 from dataclasses import dataclass
@@ -80,13 +81,42 @@ def start_here() -> None:
         pending.here()
 
 
-def start_early(uri: str, serve_early: Callable[[Any, str], int]) -> None:
-    """Fork the recorder before Hydra starts (``python -m ipuexp`` once its pre-flight composition says a tracked
-    sweep will run here): it imports MLflow and opens the store ``uri`` while Hydra composes the sweep, then waits
-    for the start the Hydra callback keeps (``start_aside``), or to be let go."""
+def start_early(serve_early: Callable[[Any], int]) -> None:
+    """Fork the recorder as ``python -m ipuexp`` starts, before its command line is checked: it imports MLflow on
+    the other core meanwhile (``serve_early(its end of the pipe)``), then opens the store it is told (``open_early``)
+    and waits for the start the run or the Hydra callback keeps (``start_aside``). Let go unopened (``drop_early``,
+    and as this process exits), it is ended at once."""
     global _early
-    if _allowed and _early is None:
-        _early = _fork(lambda conn: serve_early(conn, uri), None)
+    if _early is None:
+        _early = _fork(serve_early, None)
+        if _early is not None:
+            _early.opened = False
+            atexit.register(drop_early)
+
+
+def open_early(uri: str) -> bool:
+    """Tell the recorder forked early to open the store ``uri``; False when there is none."""
+    if _early is None:
+        return False
+    try:
+        _early.conn.send(("open", uri))
+    except OSError:
+        return False
+    _early.opened = True
+    return True
+
+
+def drop_early() -> None:
+    """End the recorder forked early when no store was opened for it: it has only been importing."""
+    global _early
+    if _early is not None and not _early.opened:
+        rec, _early = _early, None
+        try:
+            os.kill(rec.pid, signal.SIGKILL)
+            os.waitpid(rec.pid, 0)
+        except OSError:
+            pass
+        rec.conn.close()
 
 
 def start_aside(serve: Callable[[Any, Tuple[Any, ...]], int]) -> None:
@@ -96,7 +126,7 @@ def start_aside(serve: Callable[[Any, Tuple[Any, ...]], int]) -> None:
     pending, _pending = _pending, None
     if pending is None or _active is not None:
         return
-    if _early is not None:
+    if _early is not None and _early.opened:
         rec, _early = _early, None
         try:
             rec.conn.send(("start", pending.spec))
@@ -171,6 +201,8 @@ class Recorder:
     def __init__(self, pid: int, conn: "Connection", sweep_dir: Optional[Path]):
         self.pid, self.conn, self.sweep_dir = pid, conn, sweep_dir
         self._resumed: Optional[FrozenSet[str]] = None
+        self.opened = True
+        """False for a recorder forked early that has not been given its store yet."""
 
     def resumed(self) -> FrozenSet[str]:
         """The config hashes finished in a lost sweep this one resumes, once the recorder has read them (empty

@@ -16,13 +16,23 @@ if TYPE_CHECKING:
 log = logging.getLogger("ipuexp")
 
 
-def serve_early(conn: "Connection", uri: str) -> int:
-    """A recorder forked before the sweep started: open the store (importing MLflow), then wait for the start."""
+def serve_early(conn: "Connection") -> int:
+    """A recorder forked as the command starts: import MLflow and its SQL store, open the store it is told, then
+    wait for the start."""
     _ignore_signals()
+    import mlflow  # noqa: F401  (most of the time a store takes to open)
+    from mlflow.store.tracking import sqlalchemy_store  # noqa: F401
+
     from ipuexp.tracking.store import client
 
     try:
-        client(uri)
+        kind, payload = conn.recv()
+    except (EOFError, OSError):
+        return 0
+    if kind != "open":
+        return 0
+    try:
+        client(payload)
     except Exception:  # said as the start fails, if it does
         pass
     try:
@@ -60,11 +70,14 @@ def _start(spec: Tuple[Any, ...]) -> Started:
 
         _, uri, name = spec
         return Started(uri=uri, experiment_id=experiment_id(client(uri), name, uri), parent_id=None)
-    from hydra.core.utils import configure_log
+    from hydra.core.utils import configure_log, setup_globals
 
     from ipuexp.tracking.sweep_runs import sweep_start
 
     _, config, ctx, driver, start_ms = spec
+    # Hydra's resolvers (a recorder forked before Hydra started has none); the configuration carries the values the
+    # driver resolved (its sweep folder's time), which they return.
+    setup_globals()
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)  # what it says, as the driver says it
     return sweep_start(config, ctx, driver, start_ms, resumed=True)
 
@@ -175,5 +188,7 @@ def record_run(cfg: Any) -> None:
     from ipuexp.tracking.store import experiment_name, tracking_uri
 
     recorder.allow()
-    if recorder.defer(None, ("run", tracking_uri(cfg), experiment_name(cfg)), lambda: None):
+    uri = tracking_uri(cfg)
+    recorder.open_early(uri)
+    if recorder.defer(None, ("run", uri, experiment_name(cfg)), lambda: None):
         recorder.start_aside(serve)
