@@ -1,16 +1,18 @@
-"""A sweep's MLflow writes in a process of their own, beside its jobs.
+"""The MLflow writes of ``python -m ipuexp`` in a process of their own, beside its jobs.
 
-Importing MLflow and opening its store take one to three seconds of CPU, longer than the analytic jobs of a small
-sweep take together. When ``python -m ipuexp`` runs a tracked grid sweep in its own process (the ``ipuexp``
-launcher below ``in_process_below`` points), that work goes to a forked process, the recorder, on the other core:
-it does what the Hydra callback does as the sweep starts (the parent run, a resumed sweep, orphans), records each
+Importing MLflow and opening its store take one to three seconds of CPU, longer than a prediction or the analytic
+jobs of a small sweep. ``python -m ipuexp`` forks a recorder as it starts (``start_early``), which imports MLflow on
+the other core while the command line is checked. Once the run, or a grid sweep in this process (the ``ipuexp``
+launcher below ``in_process_below`` points), is known to be tracked, the recorder opens the store (``open_early``);
+it then does what the Hydra callback does as a sweep starts (the parent run, a resumed sweep, orphans), writes each
 job's run from what the job sends as it ends, and closes the sweep when the driver says so (or when the driver is
 gone). The runs are the ones a job writes itself: the same parameters, metrics, tags, artifacts and statuses, with
 the job's own start and end times.
 
-A run's id is then known to the recorder only, so this applies to grid sweeps, whose jobs report no run id; with
-``tracking.skip_completed`` (a job asks the store before it runs), an optimisation sweeper, other threads in the
-driver (no safe fork) or another launcher, the jobs write their runs themselves, as before.
+A sweep's jobs report no run id; a single run waits for its run's id, which it prints. With
+``tracking.skip_completed`` (a job asks the store before it runs), an optimisation sweeper, a sweep on Ray, a
+functional run, other threads in the driver (no safe fork) or another launcher, the jobs write their runs
+themselves, as before, and a recorder forked for nothing is ended at once.
 
 Points that finished in a lost sweep this one resumes are skipped once the recorder has read them from the store;
 a point that ran before that is computed again, and the recorder records no second run for it.
@@ -55,7 +57,7 @@ class _Start:
 
 
 def allow() -> None:
-    """Let this process hand a sweep's MLflow writes to a recorder (``python -m ipuexp`` says so)."""
+    """Let this process hand its runs' MLflow writes to a recorder (``python -m ipuexp`` says so)."""
     global _allowed
     _allowed = True
 
