@@ -153,8 +153,11 @@ def _charts_aside(ev: Evaluation, out: Path) -> Callable[[], None]:
     join = start_aside(lambda: _save_step_charts(ev, out))
 
     def done() -> None:
+        from ipuexp.report.gc_freeze import collection_paused
+
         try:
-            _save_memory_charts(ev, out)
+            with collection_paused():  # no collection walking (and copying) the pages the forked process shares
+                _save_memory_charts(ev, out)
         except BaseException:
             join(False)
             raise
@@ -261,9 +264,14 @@ def open_job(cfg: DictConfig, out_dir: str | Path = ".", report_prediction: bool
         exp.data.path = str(resolve_path(exp.data.path))
     out = Path(out_dir)
     charts, failed = _wants_charts(exp), None
+    from ipuexp.report.gc_freeze import collection_paused
+
     try:  # before the run opens, so that the charts are drawn while it does; a failure fails the run (below)
-        ev = evaluate(exp)  # the charts' events are made in the process that draws them
-        drawn = _charts_aside(ev, out) if charts else None
+        # Loading the graph and matplotlib allocates hundreds of thousands of objects, all kept: collections then
+        # only walk them, on the way to the charts' fork.
+        with collection_paused():
+            ev = evaluate(exp)  # the charts' events are made in the process that draws them
+            drawn = _charts_aside(ev, out) if charts else None
     except Exception as err:
         failed = err
     with track_job(cfg) as run:
