@@ -17,7 +17,7 @@ FIELDS = ("samples_per_s", "step_time_s", "bubble_fraction", "fits", "max_ipu_by
 
 
 def predictions() -> Dict[str, Dict[str, float]]:
-    from ipuexp.app import evaluate
+    from ipuexp.runner.evaluation import evaluate
     from ipuexp.calibration import run_names
     from ipuexp.config.compose import compose_run, load_experiment
     from ipuexp.config.store import recipe_names

@@ -130,6 +130,12 @@ def main(argv: Optional[List[str]] = None) -> None:
         from ipuexp.tracking.recorder_loop import serve_early
 
         recorder.start_early(serve_early)  # MLflow loads on the other core while the command line is checked
+    elif not _wants_hydra_only(argv) and not _is_multirun(argv):
+        # A single run's charts in a worker that loads matplotlib and the engine on the other core meanwhile.
+        # (A tracked run leaves that core to MLflow's imports: its recorder is the longer wait.)
+        from ipuexp.runner import warm_worker
+
+        warm_worker.start("ipuexp.report.run_charts:load_for_charts")
     if not _wants_hydra_only(argv):
         overrides = [a for a in argv if not a.startswith("-")]
         try:

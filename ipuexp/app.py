@@ -2,170 +2,23 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Iterator, List, Optional
+from typing import Any, ContextManager, Iterator, List
 
 from omegaconf import DictConfig, OmegaConf
 
 from ipuexp.config.schema import ExperimentConfig
 from ipuexp.config.sweep_points import GRID_SWEEPERS
-from ipuexp.result import MeasuredFigures, Objective, Result, RunFigures, Skipped
+from ipuexp.result import Objective, Result, Skipped
+from ipuexp.runner.evaluation import evaluate
 
 log = logging.getLogger("ipuexp")
 
-
-
-@dataclass
-class Evaluation:
-    """A result and what its charts are drawn from."""
-
-    result: Result
-    liveness: List[Any] = field(default_factory=list)
-    plan: Any = None
-    graph: Any = None
-    events: List[Any] = field(default_factory=list)
-    """Per-IPU events of one step (for the trace and the Gantt chart), when asked for (see :meth:`step_events`)."""
-
-    def step_events(self) -> List[Any]:
-        """The step's events: hundreds of thousands for a long step, so they are made where the charts are drawn
-        (a forked process), not before the answer. The result never depends on them."""
-        if not self.events and self.plan is not None:
-            from ipuexp.emulator.timing import analyse
-            from ipuexp.report.gc_freeze import collection_paused
-
-            with collection_paused():
-                self.events = analyse(self.plan, self.graph, record_events=True).events
-        return self.events
-
-
-def evaluate(exp: ExperimentConfig, cache_dir: Optional[str] = None, with_events: bool = False) -> Evaluation:
-    """Run the analytic engine for a validated ExperimentConfig object; no files written. The result is the same with
-    or without ``with_events`` (the events come from a simulation of their own, cycle by cycle, whose sums may
-    differ in the last bits from the memoised one every sweep point and fit uses)."""
-    from ipuexp.calibration.band import error_band
-    from ipuexp.calibration.user import residuals_for
-    from ipuexp.emulator.memory import liveness_of, memory_figures, plan_ipus
-    from ipuexp.emulator.model_figures import model_figures
-    from ipuexp.emulator.position import point_of
-    from ipuexp.emulator.timing import analyse
-    from ipuexp.emulator.timing import figures as throughput_figures
-    from ipuexp.execution.execution import plan_for
-    from ipuexp.runner.captures import capture
-
-    graph = capture(exp.model, exp.data.micro_batch_size, cache_dir=cache_dir or exp.engine.cache_dir)
-    plan = plan_for(exp, graph)
-    figures = model_figures(graph, plan.stages, exp.options.precision, exp.training)
-    ipu_plans = plan_ipus(plan, graph)
-    memory = memory_figures(ipu_plans, plan)
-    step = analyse(plan, graph)
-    throughput = throughput_figures(step)
-    band = error_band(graph.model, len(plan.ipus) * plan.replicas, plan.micro_batch_size,
-                      int(exp.options.gradient_accumulation), ipu=str(plan.ipu.name),
-                      residuals=residuals_for(exp.calibration), point=point_of(exp.model, graph.model, plan, memory))
-    if band is not None:
-        throughput.error_band_pct = band.pct
-        throughput.error_band_reasons = list(band.reasons)
-        throughput.extrapolated = band.extrapolated
-    result = Result(recipe=exp.recipe, model=figures, fits=memory.fits, memory=memory, throughput=throughput)
-    result.measured = measured_figures(exp, result)
-    result.run = run_figures(exp, plan, graph.model)
-    ev = Evaluation(result=result, liveness=liveness_of(ipu_plans), plan=plan, graph=graph)
-    if with_events:
-        ev.step_events()
-    return ev
-
-
-def run_figures(exp: ExperimentConfig, plan: Any, graph_model: str) -> RunFigures:
-    """What ran, for the console's first line and ``result.json``."""
-    from ipuexp.emulator.position import elements_per_micro_batch
-
-    kind = elements_per_micro_batch(exp.model, graph_model, plan.micro_batch_size)[1]
-    seq = int(exp.model.sequence_length) if kind == "tokens" and exp.model.name != "custom" else None
-    return RunFigures(micro_batch_size=int(plan.micro_batch_size), replicas=int(plan.replicas),
-                      ipus_per_replica=len(plan.ipus), gradient_accumulation=int(exp.options.gradient_accumulation),
-                      device_iterations=int(exp.options.device_iterations), system=str(exp.system.name),
-                      system_ipus=int(exp.system.num_ipus), sequence_length=seq)
-
-
-def measured_figures(exp: ExperimentConfig, result: Result) -> Optional[MeasuredFigures]:
-    """``measured.*`` beside the prediction: the ratios, and whether the throughput lies in the error band."""
-    m = exp.measured
-    if m.samples_per_s is None and m.ipu_memory_bytes is None:
-        return None
-    out = MeasuredFigures(samples_per_s=m.samples_per_s, ipu_memory_bytes=m.ipu_memory_bytes)
-    t = result.throughput
-    if m.samples_per_s is not None and t is not None:
-        # Packed data: a sample is a pack, and a measured rate counts sequences (as Graphcore's MLPerf logs do).
-        rate = t.sequences_per_s if t.sequences_per_s is not None else t.samples_per_s
-        out.over_predicted = m.samples_per_s / rate
-        if t.error_band_pct is not None:
-            out.in_band = abs(out.over_predicted - 1.0) <= t.error_band_pct / 100.0
-    if m.ipu_memory_bytes is not None and result.memory is not None and result.memory.ipus:
-        out.memory_over_predicted = m.ipu_memory_bytes / max(i.total_bytes for i in result.memory.ipus)
-    return out
-
-
-CHART_FILES = {"trace": "trace.json.gz", "gantt": "pipeline.png", "memory_chart": "memory.png",
-               "liveness_chart": "liveness.png"}
-"""The files a run writes besides its result (``report.charts``), by their ``result.artifacts`` key."""
-
-
-def _save_step_charts(ev: Evaluation, out: Path) -> None:
-    """The step's events (hundreds of thousands), its trace (in a process of its own) and its Gantt chart."""
-    from ipuexp.report.gantt import draw_gantt
-    from ipuexp.report.trace import write_trace_aside
-
-    title = f"{ev.result.recipe or ev.result.model.name}: one step"
-    events = ev.step_events()
-    join_trace = write_trace_aside(events, out / CHART_FILES["trace"], title=title)  # on the other core
-    try:
-        draw_gantt(events, out / CHART_FILES["gantt"], title=title)
-    except BaseException:
-        join_trace(False)
-        raise
-    join_trace()
-
-
-def _save_memory_charts(ev: Evaluation, out: Path) -> None:
-    from ipuexp.report.memory_chart import save_liveness_chart, save_memory_chart
-
-    memory = ev.result.memory
-    save_memory_chart(memory, out / CHART_FILES["memory_chart"])
-    worst = max(memory.ipus, key=lambda m: m.max_tile_bytes)
-    save_liveness_chart(ev.liveness, out / CHART_FILES["liveness_chart"], capacity_bytes=worst.capacity_bytes,
-                        title=f"Liveness, IPU {worst.ipu}")
-
-
-def _charts_aside(ev: Evaluation, out: Path) -> Callable[[], None]:
-    """Start the step's charts (``_save_step_charts``) in a forked process (``report.aside``): the events, the trace
-    and the Gantt chart take a second or so of CPU, which the other core spends while this process goes on. The
-    returned function draws the memory and liveness charts here, waits for the others (drawing them here if the
-    child failed) and records their paths in the result."""
-    import matplotlib.figure  # noqa: F401  (loaded once, before the fork, for both processes' charts)
-    from matplotlib.backends import backend_agg  # noqa: F401
-
-    from ipuexp.report.aside import start_aside
-
-    join = start_aside(lambda: _save_step_charts(ev, out))
-
-    def done() -> None:
-        from ipuexp.report.gc_freeze import collection_paused
-
-        try:
-            with collection_paused():  # no collection walking (and copying) the pages the forked process shares
-                _save_memory_charts(ev, out)
-        except BaseException:
-            join(False)
-            raise
-        join()
-        for key, name in CHART_FILES.items():
-            ev.result.artifacts[key] = str((out / name).resolve())
-
-    return done
 
 
 def _instances_driver(exp: ExperimentConfig) -> ContextManager[object]:
@@ -265,15 +118,26 @@ def open_job(cfg: DictConfig, out_dir: str | Path = ".", report_prediction: bool
     out = Path(out_dir)
     charts, failed = _wants_charts(exp), None
     from ipuexp.report.gc_freeze import collection_paused
+    from ipuexp.report.run_charts import charts_aside, charts_in_worker
 
     try:  # before the run opens, so that the charts are drawn while it does; a failure fails the run (below)
         # Loading the graph and matplotlib allocates hundreds of thousands of objects, all kept: collections then
         # only walk them, on the way to the charts' fork.
         with collection_paused():
+            worker = charts_in_worker(exp, out) if charts else None
             ev = evaluate(exp)  # the charts' events are made in the process that draws them
-            drawn = _charts_aside(ev, out) if charts else None
+            if charts and worker is None:
+                worker = charts_in_worker(exp, out)  # the graph is cached now
+            if worker is not None:
+                drawn = functools.partial(worker, ev)
+            else:
+                drawn = charts_aside(ev, out) if charts else None
     except Exception as err:
         failed = err
+    finally:
+        from ipuexp.runner import warm_worker
+
+        warm_worker.drop()  # a worker no charts took
     with track_job(cfg) as run:
         if failed is not None:
             raise failed

@@ -1,7 +1,7 @@
 """The README's bring-your-own-model example runs through the whole analytic engine."""
 from __future__ import annotations
 
-from ipuexp.app import evaluate
+from ipuexp.runner.evaluation import evaluate
 from ipuexp.config.compose import load_experiment
 
 

@@ -279,7 +279,7 @@ def figures(a: StepAnalysis) -> ThroughputFigures:
 def estimate_throughput(plan: ExecutionPlan, graph: Graph,
                         block_memo: Optional[Dict[TileContext, Dict]] = None) -> ThroughputFigures:
     """Samples per second, step time, utilisation, bubble and time breakdown of one configuration (the error band
-    is the job's to add: ``ipuexp.app.evaluate``, from the calibration's residuals). ``block_memo``: see
+    is the job's to add: ``ipuexp.runner.evaluation.evaluate``, from the calibration's residuals). ``block_memo``: see
     ``analyse``."""
     return figures(analyse(plan, graph, block_memo=block_memo))
 

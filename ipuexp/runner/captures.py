@@ -59,6 +59,16 @@ def cached(key: str) -> bool:
     return key in _memo
 
 
+def ready(model_cfg: ModelNode, micro_batch_size: int, cache_dir: Optional[str] = None) -> bool:
+    """Whether ``capture`` would read the graph (from this process's memo or the disk cache) rather than capture
+    it: another process may then read it too, without capturing the same model at the same time."""
+    if cached(capture_key(model_cfg, micro_batch_size, cache_dir)):
+        return True
+    from ipuexp.graph import cache
+
+    return cache.entry_path(model_cfg, micro_batch_size, cache_dir).is_file()
+
+
 def clear() -> None:
     _memo.clear()
 
@@ -66,7 +76,7 @@ def clear() -> None:
 def request(job_cfg: ConfigNode) -> Optional[Tuple[str, Any, int, Optional[str]]]:
     """``(key, model, micro_batch_size, cache_dir)`` of the capture an ipuexp job will make, else None.
 
-    ``model`` is the object ``ipuexp.app.evaluate`` passes to the capture (the ModelConfig dataclass), so the key
+    ``model`` is the object ``ipuexp.runner.evaluation.evaluate`` passes to the capture (the ModelConfig dataclass), so the key
     computed here equals the one the job computes. Configurations that are not ipuexp experiments (any other
     Hydra app run through the launcher) have no ``model`` / ``data.micro_batch_size`` and need nothing.
     """

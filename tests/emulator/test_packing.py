@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ipuexp.app import evaluate
+from ipuexp.runner.evaluation import evaluate
 from ipuexp.config.compose import load_experiment
 from ipuexp.config.errors import ConfigError
 from ipuexp.tracking.curated import metrics

@@ -44,7 +44,7 @@ def _trials(cwd: Path) -> List[Dict]:
 
 
 def _predicted(params: Dict) -> float:
-    from ipuexp.app import evaluate
+    from ipuexp.runner.evaluation import evaluate
     from ipuexp.config.compose import load_experiment
 
     exp = load_experiment("+recipe=bert_base", *(f"{k}={v}" for k, v in params.items()))

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from ipuexp.app import evaluate
+from ipuexp.runner.evaluation import evaluate
 from ipuexp.config.user_recipes import ENV_VAR
 from ipuexp.importers import read
 from ipuexp.importers.recipe import write

@@ -113,7 +113,7 @@ def test_split_points_become_segments():
 def test_every_imported_configuration_runs(outcomes, tmp_path_factory):
     """Imports and runs: each imported configuration goes through the analytic engine and gives a throughput
     and a memory verdict for every IPU (out of memory is a result, not an error)."""
-    from ipuexp.app import evaluate
+    from ipuexp.runner.evaluation import evaluate
 
     cache = str(tmp_path_factory.mktemp("captures"))
     ran = 0
@@ -168,7 +168,7 @@ def test_an_existing_recipe_is_kept_unless_forced_and_names_stay_in_the_folder(t
                                                         "bert-large-uncased")])
 def test_bert_squad_configurations_import_as_transformers_span_prediction(tmp_path, monkeypatch, config, layers,
                                                                           hf_config):
-    from ipuexp.app import evaluate
+    from ipuexp.runner.evaluation import evaluate
     from ipuexp.config.compose import compose_recipe
     from ipuexp.importers import read
     from ipuexp.importers.recipe import write

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from ipuexp.app import evaluate  # noqa: E402
+from ipuexp.runner.evaluation import evaluate  # noqa: E402
 from ipuexp.config.compose import load_experiment  # noqa: E402
 from ipuexp.graph import cache  # noqa: E402
 

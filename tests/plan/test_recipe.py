@@ -29,7 +29,7 @@ def planned():
 
 
 def test_written_recipe_round_trips_to_the_planned_numbers(planned, recipe_dir):
-    from ipuexp.app import evaluate
+    from ipuexp.runner.evaluation import evaluate
 
     best = planned.best
     assert differences(best.candidate, planned.problem.recipe), "the test needs a best that changes something"

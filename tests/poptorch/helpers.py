@@ -37,7 +37,7 @@ def without_label_cast(graph: Any) -> Any:
 
 def recipe_prediction(*overrides: str) -> Any:
     """The analytic result of the ``mnist_pipeline`` recipe with ``overrides``, its capture less the label cast."""
-    from ipuexp.app import evaluate
+    from ipuexp.runner.evaluation import evaluate
     from ipuexp.config.compose import load_experiment
     from ipuexp.graph.capture import capture
     from ipuexp.runner.captures import capture_key, seed

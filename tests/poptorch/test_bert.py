@@ -22,7 +22,7 @@ def _ipuexp_prediction(job, tmp_path: Path, layers_per_ipu):
     import transformers
     from omegaconf import OmegaConf
 
-    from ipuexp.app import evaluate
+    from ipuexp.runner.evaluation import evaluate
     from ipuexp.config.compose import compose_config
     from ipuexp.config.validate import validate
 

@@ -50,7 +50,7 @@ def test_import_reproduces_the_recipe(name, recipe_dir):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["bert_large", "gpt2_medium", "resnet50", "vit_b16_pod64"])
 def test_imported_recipe_predicts_what_the_packaged_one_does(name, recipe_dir, tmp_path):
-    from ipuexp.app import evaluate
+    from ipuexp.runner.evaluation import evaluate
 
     packaged = compose_recipe(name)
     copy, config = shared_copy(packaged.source)
@@ -89,7 +89,7 @@ def test_import_reproduces_the_calibration_run(row_id, recipe_dir, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("row_id", CALIBRATION)
 def test_imported_calibration_run_predicts_what_the_run_does(row_id, recipe_dir, tmp_path):
-    from ipuexp.app import evaluate
+    from ipuexp.runner.evaluation import evaluate
 
     run, imported = _import_run(row_id, tmp_path)
     cache = str(tmp_path / "captures")

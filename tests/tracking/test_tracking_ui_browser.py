@@ -85,7 +85,7 @@ def _log_sweep(url: str, sweep_dir: Path, caplog) -> tuple[str, List[str], List[
     callback logged."""
     from omegaconf import OmegaConf, open_dict
 
-    from ipuexp.app import evaluate
+    from ipuexp.runner.evaluation import evaluate
     from ipuexp.tracking.hydra_callback import SweepTracking
 
     keys = ["options.gradient_accumulation", "options.io.num_io_tiles"]

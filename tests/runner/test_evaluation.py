@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ipuexp.app import measured_figures
+from ipuexp.runner.evaluation import measured_figures
 from ipuexp.result import IPUMemory, MemoryFigures, ModelFigures, Result, ThroughputFigures
 
 
