@@ -17,6 +17,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from ipuexp.emulator.events import Event, EventRows
 from ipuexp.emulator.pipeline_timed import timed
 from ipuexp.execution.schedule import FWD, Slot, active, slots, total_cycles
 
@@ -63,20 +64,6 @@ class PipelineSpec:
     micro-batch cannot be shorter (a host-bound pipeline)."""
 
 
-@dataclass(slots=True)
-class Event:
-    """One interval on one IPU (the trace and the Gantt chart draw these)."""
-
-    ipu: int
-    name: str
-    category: str
-    """fwd, bwd, recompute, exchange, host_io, weight_update, all_reduce."""
-    start_s: float
-    duration_s: float
-    stage: int = -1
-    micro_batch: int = -1
-
-
 @dataclass
 class PipelineResult:
     time_s: float
@@ -84,6 +71,8 @@ class PipelineResult:
     busy: Dict[int, Dict[str, float]]
     """Seconds per IPU per category (compute, recompute, exchange, host_io)."""
     events: List[Event] = field(default_factory=list)
+    rows: Optional[EventRows] = None
+    """The events as columns (``simulate_rows``)."""
 
 
 class _Simulator:
@@ -103,6 +92,9 @@ class _Simulator:
         """Each slot's offset, stride and ``_passes`` entry, in the slots' order."""
         self._ipu_sums: Dict[Tuple[int, ...], Tuple[float, Dict[str, float], Optional[float]]] = {}
         """One IPU's time, busy seconds and bytes sent in a quiet cycle, by the passes it runs."""
+        self.event_parts = EventRows()
+        """The names and categories of the events a cycle records (``_passes`` numbers its parts into it)."""
+        self._sync = self.event_parts.add_part("sync + inter-IPU copy", "", "exchange", False)
 
     def active(self, c: int) -> List[Tuple[Slot, int]]:
         return active(self.slots, c, self.spec.micro_batches)
@@ -142,9 +134,14 @@ class _Simulator:
 
     def _passes(self) -> Tuple[Dict[int, Tuple], Dict[int, Tuple]]:
         """Per stage, forward and backward: its IPU, what it runs in ``cycle``'s order as (category, seconds, event
-        name before and after the micro-batch, event category; those of zero seconds left out, as ``cycle`` leaves
-        them out) and the bytes it sends to a stage on another IPU."""
+        name before and after the micro-batch, event category, the event's part in ``event_parts``; those of zero
+        seconds left out, as ``cycle`` leaves them out) and the bytes it sends to a stage on another IPU."""
         spec, fwd, bwd = self.spec, {}, {}
+        table = self.event_parts
+
+        def numbered(parts: List[Tuple]) -> Tuple[Tuple, ...]:
+            return tuple((*p, table.add_part(p[2], p[3], p[4], True)) for p in parts if p[1] > 0)
+
         for st, w in self.stages.items():
             parts = []
             if st == 0:
@@ -153,13 +150,13 @@ class _Simulator:
             parts += [("compute", w.fwd_compute, f"F{st} mb", "", "fwd"),
                       ("exchange", w.fwd_exchange, f"F{st} mb", " exchange", "exchange")]
             nxt = self.stages.get(st + 1)
-            fwd[st] = (w.ipu, tuple(p for p in parts if p[1] > 0),
+            fwd[st] = (w.ipu, numbered(parts),
                        w.send_fwd_bytes if nxt is not None and nxt.ipu != w.ipu else None)
             parts = [("recompute", w.recompute, f"R{st} mb", "", "recompute"),
                      ("compute", w.bwd_compute, f"B{st} mb", "", "bwd"),
                      ("exchange", w.bwd_exchange, f"B{st} mb", " exchange", "exchange")]
             prv = self.stages.get(st - 1)
-            bwd[st] = (w.ipu, tuple(p for p in parts if p[1] > 0),
+            bwd[st] = (w.ipu, numbered(parts),
                        w.send_bwd_bytes if prv is not None and prv.ipu != w.ipu else None)
         return fwd, bwd
 
@@ -207,13 +204,16 @@ class _Simulator:
             end += barrier
         return end, busy
 
-    def fast_cycle(self, c: int, t0: float, events: Optional[List[Event]]
+    def fast_cycle(self, c: int, t0: float, events: Optional[EventRows]
                    ) -> Tuple[float, Dict[int, Dict[str, float]]]:
         """``cycle`` from tables built once per simulation: the same sums in the same order (so the same floats) and
-        the same events."""
+        the same events (added to ``events``, whose parts are ``event_parts``)."""
         if self._parts is None:
             self._parts = self._passes()
         fwd, bwd = self._parts
+        if events is not None:
+            add_ipu, add_part, add_start = events.ipu.append, events.part.append, events.start.append
+            add_duration, add_stage, add_mb = events.duration.append, events.stage.append, events.micro_batch.append
         # Only what a cycle touches is held (an IPU's categories start at 0.0 when first added to, so every sum is
         # the one a full table of zeros gives, in the same order).
         busy: Dict[int, Dict[str, float]] = {}
@@ -227,13 +227,18 @@ class _Simulator:
                 own = busy[ipu] = {}
             t = clock.get(ipu, t0)
             if events is None:
-                for category, seconds, _, _, _ in parts:
+                for category, seconds, _, _, _, _ in parts:
                     own[category] = own.get(category, 0.0) + seconds
                     t += seconds
             else:
-                for category, seconds, before, after, kind in parts:
+                for category, seconds, _, _, _, part in parts:
                     own[category] = own.get(category, 0.0) + seconds
-                    events.append(Event(ipu, f"{before}{mb}{after}", kind, t, seconds, stage, mb))
+                    add_ipu(ipu)
+                    add_part(part)
+                    add_start(t)
+                    add_duration(seconds)
+                    add_stage(stage)
+                    add_mb(mb)
                     t += seconds
             clock[ipu] = t
             if send is not None:
@@ -248,7 +253,7 @@ class _Simulator:
                     own = busy[i] = {}
                 own["exchange"] = own.get("exchange", 0.0) + barrier
                 if events is not None and barrier > 0:
-                    events.append(Event(i, "sync + inter-IPU copy", "exchange", end, barrier))
+                    events.add(i, self._sync, end, barrier)
             end += barrier
         return end - t0, busy
 
@@ -260,7 +265,7 @@ def _ipu_sums(entries: List[Tuple]) -> Tuple[float, Dict[str, float], Optional[f
     t = 0.0
     sent: Optional[float] = None
     for _, parts, send in entries:
-        for category, seconds, _, _, _ in parts:
+        for category, seconds, _, _, _, _ in parts:
             own[category] = own.get(category, 0.0) + seconds
             t += seconds
         if send is not None:
@@ -270,8 +275,13 @@ def _ipu_sums(entries: List[Tuple]) -> Tuple[float, Dict[str, float], Optional[f
 
 def simulate(spec: PipelineSpec, record_events: bool = False) -> PipelineResult:
     """Time of the pipeline phase of one step (all micro-batches through all stages). Without events the result
-    is memoised on the (immutable) spec, which fits and planners meet again and again: read it, never change it."""
-    return _simulate(spec, True) if record_events else _timed(spec)
+    is memoised on the (immutable) spec, which fits and planners meet again and again: read it, never change it.
+    With them, ``events`` holds one object per event (``simulate_rows`` gives them as columns)."""
+    if not record_events:
+        return _timed(spec)
+    out = simulate_rows(spec)
+    out.events = out.rows.events()
+    return out
 
 
 @functools.lru_cache(maxsize=4096)
@@ -279,11 +289,13 @@ def _timed(spec: PipelineSpec) -> PipelineResult:
     return PipelineResult(*timed(spec))
 
 
-def _simulate(spec: PipelineSpec, record_events: bool = True) -> PipelineResult:
-    """Cycle by cycle, with the events (the time alone: ``pipeline_timed``, which walks the same cycles)."""
+def simulate_rows(spec: PipelineSpec) -> PipelineResult:
+    """Cycle by cycle, with the events as columns in ``rows`` (the time alone: ``pipeline_timed``, which walks the
+    same cycles)."""
     sim = _Simulator(spec)
     totals = {i: dict.fromkeys(CATEGORIES, 0.0) for i in sim.ipus}
-    events: List[Event] = []
+    sim._parts = sim._passes()
+    events = EventRows(parts=sim.event_parts.parts)
     t = 0.0
     for c in range(sim.total_cycles):
         t += sim.wait(c)
@@ -292,4 +304,4 @@ def _simulate(spec: PipelineSpec, record_events: bool = True) -> PipelineResult:
             for k, v in cats.items():
                 totals[i][k] += v
         t += dt
-    return PipelineResult(t, sim.total_cycles, totals, events)
+    return PipelineResult(t, sim.total_cycles, totals, rows=events)

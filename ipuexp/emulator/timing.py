@@ -1,7 +1,8 @@
 """Throughput of a configuration: stage costs -> pipeline simulation -> weight update -> samples per second.
 
 ``estimate_throughput(plan, graph)`` is the public entry; ``step_events`` returns the per-IPU intervals
-of one step (one weight update) for the trace and the Gantt chart. Both run the same model.
+of one step (one weight update) for the trace and the Gantt chart (``step_rows``: the same as columns). Both run the
+same model.
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from ipuexp.config.schema import option_value
 from ipuexp.emulator.collectives import LinkRates, allreduce_s, sharded_update_collectives_s, streaming_s
 from ipuexp.emulator.host import host_call_s, host_io
 from ipuexp.emulator.cost import Cycles, blocks_cycles, vector_cycles
-from ipuexp.emulator.pipeline import Event, PipelineResult, PipelineSpec, StageWork, simulate
+from ipuexp.emulator.events import Event, EventRows
+from ipuexp.emulator.pipeline import PipelineResult, PipelineSpec, StageWork, simulate, simulate_rows
 from ipuexp.emulator.stash import stage_stash
 from ipuexp.emulator.variables import OPTIMIZER_STATES, state_bytes
 from ipuexp.graph.types import BlockKey, Graph, Stage
@@ -57,6 +59,8 @@ class StepAnalysis:
     events: List[Event] = field(default_factory=list)
     sequences_per_sample: Optional[float] = None
     """Packed sequences: ``data.packing.avg_sequences_per_pack`` (a sample is a pack); None when not packed."""
+    rows: Optional[EventRows] = None
+    """The step's events as columns, when asked for (``event_rows``)."""
 
 
 
@@ -180,8 +184,9 @@ def racks_spanned(plan: ExecutionPlan) -> int:
 
 
 def analyse(plan: ExecutionPlan, graph: Graph, record_events: bool = False,
-            block_memo: Optional[Dict[TileContext, Dict]] = None) -> StepAnalysis:
-    """Time one step of ``plan`` (a weight update in training; one device iteration in inference).
+            block_memo: Optional[Dict[TileContext, Dict]] = None, event_rows: bool = False) -> StepAnalysis:
+    """Time one step of ``plan`` (a weight update in training; one device iteration in inference), with its events
+    as objects (``record_events``) or as columns (``event_rows``), from a simulation cycle by cycle.
 
     ``block_memo`` is accepted and unused: blocks' cycles are shared through ``cost``'s bounded caches (a block's
     cycles depend only on the block and its IPU's context)."""
@@ -204,7 +209,7 @@ def analyse(plan: ExecutionPlan, graph: Graph, record_events: bool = False,
         io_exposed_s=io["io_exposed_s"],
         host_period_s=io["host_period_s"],
     )
-    pipe = simulate(spec, record_events=record_events)
+    pipe = simulate_rows(spec) if record_events or event_rows else simulate(spec)
     # One host call runs device_iterations steps; its cost is shared by them.
     steps_per_call = di if plan.training else 1
     host_call = host_call_s(plan) / steps_per_call
@@ -223,30 +228,32 @@ def analyse(plan: ExecutionPlan, graph: Graph, record_events: bool = False,
     mbs = graph.micro_batch_size
     flops = (graph.fwd_flops + (graph.bwd_flops if plan.training else 0)) / mbs
     peak = r.peak_flops_per_ipu * len(ipu_ids) * opts.replication_factor
-    events: List[Event] = []
-    if record_events:
-        events = _step_events(pipe.events, ipus, pipe.time_s, host_call)
+    rows = _step_rows(pipe.rows, ipus, pipe.time_s, host_call) if pipe.rows is not None else None
+    events = rows.events() if record_events and rows is not None else []
     packing = plan.data.packing
     per_pack = float(packing.avg_sequences_per_pack) if packing.max_sequences_per_pack > 1 else None
-    return StepAnalysis(step, samples, pipe, ipus, flops, peak, share, events, per_pack)
+    return StepAnalysis(step, samples, pipe, ipus, flops, peak, share, events, per_pack, rows)
 
 
-def _step_events(pipeline: List[Event], ipus: List[IPUStep], pipe_s: float, host_call: float) -> List[Event]:
-    """The host call's synchronisation, then the pipeline, then each IPU's all-reduce and weight update."""
-    events = [Event(x.ipu, "host call", "host_io", 0.0, host_call) for x in ipus if host_call > 0]
-    # The pipeline's own events (made for this step, not shared) move by the host call in place: hundreds of
-    # thousands of them in a long step.
-    for e in pipeline:
-        e.start_s += host_call
-    events += pipeline
+def _step_rows(pipeline: EventRows, ipus: List[IPUStep], pipe_s: float, host_call: float) -> EventRows:
+    """The host call's synchronisation, then the pipeline (each start moved by the host call), then each IPU's
+    all-reduce and weight update."""
+    out = EventRows()
+    if host_call > 0:
+        part = out.add_part("host call", "", "host_io", False)
+        for x in ipus:
+            out.add(x.ipu, part, 0.0, host_call)
+    out.extend(pipeline, shift=host_call)
+    all_reduce = out.add_part("gradient all-reduce", "", "all_reduce", False)
+    update = out.add_part("weight update", "", "weight_update", False)
     for x in ipus:
         t = host_call + pipe_s
         if x.all_reduce > 0:
-            events.append(Event(x.ipu, "gradient all-reduce", "all_reduce", t, x.all_reduce))
+            out.add(x.ipu, all_reduce, t, x.all_reduce)
             t += x.all_reduce
         if x.weight_update > 0:
-            events.append(Event(x.ipu, "weight update", "weight_update", t, x.weight_update))
-    return events
+            out.add(x.ipu, update, t, x.weight_update)
+    return out
 
 
 def figures(a: StepAnalysis) -> ThroughputFigures:
@@ -287,3 +294,8 @@ def estimate_throughput(plan: ExecutionPlan, graph: Graph,
 def step_events(plan: ExecutionPlan, graph: Graph) -> List[Event]:
     """Per-IPU intervals of one step, simulated cycle by cycle (for ``report.trace`` and ``report.gantt``)."""
     return analyse(plan, graph, record_events=True).events
+
+
+def step_rows(plan: ExecutionPlan, graph: Graph) -> EventRows:
+    """``step_events`` as columns (what the trace and the Gantt chart read, without an object per event)."""
+    return analyse(plan, graph, event_rows=True).rows

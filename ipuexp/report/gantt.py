@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 
-from ipuexp.emulator.pipeline import Event
+from ipuexp.emulator.events import Event, EventRows
 from ipuexp.report.event_columns import Columns, runs
 from ipuexp.report.gc_freeze import existing_objects_frozen
 from ipuexp.report.step_segments import Segment, micro_batches, segments, shares
@@ -136,8 +136,9 @@ def _break_marks(ax, left: bool, right: bool) -> None:
 
 
 @existing_objects_frozen()
-def draw_gantt(events: Sequence[Event], path: Union[str, Path], title: str = "") -> Path:
-    """Draw the step's events (``ipuexp.emulator.timing.step_events``) to a PNG at ``path``."""
+def draw_gantt(events: Union[Sequence[Event], EventRows], path: Union[str, Path], title: str = "") -> Path:
+    """Draw the step's events (``ipuexp.emulator.timing.step_events``, or as columns ``step_rows``) to a PNG at
+    ``path``."""
     path = Path(path)
     fig = gantt_figure(events, title)
     # The layout once more, with the block labels, as savefig would; with no layout engine left, savefig draws
@@ -148,7 +149,7 @@ def draw_gantt(events: Sequence[Event], path: Union[str, Path], title: str = "")
     return path
 
 
-def gantt_figure(events: Sequence[Event], title: str = "") -> Any:
+def gantt_figure(events: Union[Sequence[Event], EventRows], title: str = "") -> Any:
     """The chart as a matplotlib ``Figure`` (object API, rendered by Agg: no pyplot state)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from ipuexp.emulator.pipeline import Event
+from ipuexp.emulator.events import Event
 from ipuexp.report.event_columns import Columns, runs
 
 EDGE_MICRO_BATCHES = 2

@@ -15,7 +15,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Union
 
-from ipuexp.emulator.pipeline import Event
+from ipuexp.emulator.events import Event, EventRows
 from ipuexp.report.gc_freeze import existing_objects_frozen
 from ipuexp.report.trace_text import trace_text
 
@@ -81,10 +81,12 @@ def _json_events(merged: List[list]) -> Iterator[str]:
 
 
 @existing_objects_frozen()
-def write_trace(events: Iterable[Event], path: Union[str, Path], title: str = "ipuexp step") -> Path:
+def write_trace(events: Union[Iterable[Event], EventRows], path: Union[str, Path], title: str = "ipuexp step") -> Path:
     """Write the trace JSON of one step to ``path`` (gzip-compressed when it ends in ``.gz``): the text
-    ``json.dumps`` writes for ``{"traceEvents": trace_events(...), "displayTimeUnit": "ms", "otherData": ...}``."""
-    path, events = Path(path), list(events)
+    ``json.dumps`` writes for ``{"traceEvents": trace_events(...), "displayTimeUnit": "ms", "otherData": ...}``.
+    ``events``: objects, or the columns the simulation writes."""
+    path = Path(path)
+    events = events if isinstance(events, EventRows) else list(events)
     dump = functools.partial(json.dumps, separators=(",", ":"))
 
     def before(ipus: List[int]) -> str:
@@ -92,14 +94,15 @@ def write_trace(events: Iterable[Event], path: Union[str, Path], title: str = "i
 
     after = f'],"displayTimeUnit":"ms","otherData":{dump({"generator": "ipuexp", "title": title})}}}'
     text = trace_text(events, before, after)
-    if text is None:
-        text = before(sorted({e.ipu for e in events})) + ",".join(_json_events(_merged(events))) + after
+    if text is None:  # event by event
+        objects = events.events() if isinstance(events, EventRows) else events
+        text = before(sorted({e.ipu for e in objects})) + ",".join(_json_events(_merged(objects))) + after
     data = text.encode()
     path.write_bytes(gzip.compress(data, compresslevel=1, mtime=0) if path.suffix == ".gz" else data)
     return path
 
 
-def write_trace_aside(events: Iterable[Event], path: Union[str, Path], title: str = "ipuexp step"
+def write_trace_aside(events: Union[Iterable[Event], EventRows], path: Union[str, Path], title: str = "ipuexp step"
                       ) -> Callable[[bool], Path]:
     """Start ``write_trace`` in a forked process (``report.aside``), so the caller draws its charts on the other core
     meanwhile.
@@ -108,7 +111,8 @@ def write_trace_aside(events: Iterable[Event], path: Union[str, Path], title: st
     file (or no fork is available), ``join`` writes it in this process, so the file is the same either way."""
     from ipuexp.report.aside import start_aside
 
-    path, events = Path(path), list(events)
+    path = Path(path)
+    events = events if isinstance(events, EventRows) else list(events)
     joined = start_aside(lambda: write_trace(events, path, title))
 
     def join(check: bool = True) -> Path:

@@ -10,10 +10,11 @@ returns None and the caller formats event by event.
 from __future__ import annotations
 
 from json.encoder import encode_basestring_ascii
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple, Union
 
 import numpy as np
 
+from ipuexp.emulator.events import EventRows
 from ipuexp.report.event_columns import Columns
 
 _LARGEST = 1e14
@@ -73,7 +74,7 @@ def _sorted_order(ipu: np.ndarray, start: np.ndarray) -> np.ndarray:
     return order[np.argsort(small[order], kind="stable")]
 
 
-def trace_text(events: list, before: Callable[[List[int]], str], after: str) -> Optional[str]:
+def trace_text(events: Union[list, EventRows], before: Callable[[List[int]], str], after: str) -> Optional[str]:
     """``before(the IPUs, sorted)``, the comma-separated JSON of the merged complete events, then ``after``; None
     where not exact."""
     n = len(events)
@@ -84,7 +85,6 @@ def trace_text(events: list, before: Callable[[List[int]], str], after: str) -> 
     except (TypeError, ValueError, OverflowError):  # not the numbers an Event holds
         return None
     kinds, cat, ipu, start, dur, stage, mb = c.kinds, c.cat, c.ipu, c.start, c.dur, c.stage, c.mb
-    names = np.array([e.name for e in events], dtype=object)
     if np.isnan(start).any() or max(int(stage.max()), int(mb.max())) > 4 * n + 1000:
         return None
     order = _sorted_order(ipu, start)
@@ -109,7 +109,7 @@ def trace_text(events: list, before: Callable[[List[int]], str], after: str) -> 
     ts, ts_k, ts_exact = ts[rows], ts_k[rows], ts_exact[rows]
     m = len(rows)
 
-    name_col = names[order[rows]].tolist()
+    name_col = c.names(order[rows])
     joined = "".join(name_col)
     quote = '"' if joined.isascii() and joined.isprintable() and '"' not in joined and "\\" not in joined else ""
     if not quote:  # escaped as json.dumps does, quotes and all

@@ -18,17 +18,18 @@ class Evaluation:
     liveness: List[Any] = field(default_factory=list)
     plan: Any = None
     graph: Any = None
-    events: List[Any] = field(default_factory=list)
-    """Per-IPU events of one step (for the trace and the Gantt chart), when asked for (see :meth:`step_events`)."""
+    events: Any = None
+    """The step's events as columns (``emulator.events.EventRows``, for the trace and the Gantt chart), once made
+    (:meth:`step_events`)."""
 
-    def step_events(self) -> List[Any]:
+    def step_events(self) -> Any:
         """The step's events: hundreds of thousands for a long step, so they are made where the charts are drawn
         (a forked process), not before the answer, best with cyclic collection paused. The result never depends on
         them."""
-        if not self.events and self.plan is not None:
-            from ipuexp.emulator.timing import analyse
+        if self.events is None and self.plan is not None:
+            from ipuexp.emulator.timing import step_rows
 
-            self.events = analyse(self.plan, self.graph, record_events=True).events
+            self.events = step_rows(self.plan, self.graph)
         return self.events
 
 

@@ -3,7 +3,8 @@ from dataclasses import replace
 
 import pytest
 
-from ipuexp.emulator.pipeline import Event, PipelineSpec, StageWork, simulate
+from ipuexp.emulator.events import Event
+from ipuexp.emulator.pipeline import PipelineSpec, StageWork, simulate
 from ipuexp.report.step_segments import EDGE_MICRO_BATCHES, SUM_ABOVE, segments, shares
 
 

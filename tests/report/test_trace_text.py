@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from ipuexp.emulator.pipeline import Event
+from ipuexp.emulator.events import Event
 from ipuexp.report import trace
 from ipuexp.report.trace_text import _round3, trace_text
 
