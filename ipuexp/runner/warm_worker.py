@@ -77,9 +77,10 @@ def _serve(conn: "Connection", preload: str) -> int:
     module, _, function = preload.partition(":")
     getattr(importlib.import_module(module), function)()
     try:
-        work, args = conn.recv()
+        work, args, folder = conn.recv()
     except (EOFError, OSError):  # dropped, or the command ended
         return 0
+    os.chdir(folder)  # where the caller is now (a Hydra job may have moved into its run folder)
     global _kept
     _kept = work(*args)  # never freed: this process ends without (hundreds of thousands of events)
     conn.send("done")  # the caller goes on while this process's memory is given back
@@ -88,14 +89,14 @@ def _serve(conn: "Connection", preload: str) -> int:
 
 def submit(work: Callable[..., Any], *args: Any) -> Optional[Callable[[], bool]]:
     """Give the worker its task, ``work(*args)`` (a module-level function: it is sent by name, its arguments
-    pickled). Returns ``join()``, which waits for the worker and says whether the task was done; None when no
+    pickled), to run in this process's current folder. Returns ``join()``, which waits for the worker and says whether the task was done; None when no
     worker waits (not forked, already taken, or the pipe is gone)."""
     global _worker
     if _worker is None:
         return None
     (pid, conn), _worker = _worker, None
     try:
-        conn.send((work, args))
+        conn.send((work, args, os.getcwd()))
     except Exception:  # the pipe is gone, or the task cannot be pickled
         _end(pid, conn)
         return None

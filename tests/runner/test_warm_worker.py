@@ -14,20 +14,22 @@ def _run(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
 
 
-def test_the_task_runs_in_the_worker_after_its_preload(tmp_path: Path):
+def test_the_task_runs_in_the_worker_after_its_preload_in_the_callers_folder(tmp_path: Path):
     proc = _run(tmp_path, """
         def task(path):
             open(path, "w").write(f"{os.getpid()} {'fractions' in sys.modules}")
             return "kept"
 
         warm_worker.start("fractions:Fraction")  # a module nothing else loads, and a function called without arguments
+        os.mkdir("job")
+        os.chdir("job")  # as a Hydra job moves into its folder: the task runs where the caller is
         join = warm_worker.submit(task, "done.txt")
         print("joined", join(), os.getpid(), "fractions" in sys.modules)
     """)
     assert proc.returncode == 0, proc.stderr
     said = proc.stdout.split()
     assert said[:2] == ["joined", "True"] and said[3] == "False"  # loaded in the worker alone
-    worker_pid, preloaded = (tmp_path / "done.txt").read_text().split()
+    worker_pid, preloaded = (tmp_path / "job" / "done.txt").read_text().split()
     assert worker_pid != said[2] and preloaded == "True"
     assert proc.stderr == ""
 
