@@ -9,7 +9,7 @@ stage determines the duration of one step"). Which passes fall in which cycle is
 Ramp-up and ramp-down fall out of which passes are active. Between the cycles where a pass starts or ends its run
 of micro-batches, the cycles repeat with the schedule's period, so each such segment is simulated for one period
 and repeated exactly (``pipeline_timed``): the result equals cycle-by-cycle simulation
-(``simulate(..., record_events=True)`` does that and is used for the trace).
+(``simulate_rows`` does that, writing the events the trace and the Gantt chart draw).
 """
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ class _Shape:
     cycles: int
     """Distinct cycles (by the groups they run)."""
     visit_cycle: np.ndarray
-    """Per visit of ``pipeline._simulate``'s walk: its distinct cycle, the micro-batch its first-stage forward
+    """Per visit of ``pipeline.simulate_rows``'s walk: its distinct cycle, the micro-batch its first-stage forward
     starts (-1: none) and the distinct cycles its wait looks back over (padded with ``cycles``)."""
     visit_mb: np.ndarray
     visit_back: np.ndarray
@@ -88,7 +88,7 @@ def _shape(schedule: str, training: bool, micro_batches: int, stage_ipus: Tuple[
     total = total_cycles(cycle_slots, n)
     points = sorted({0, total} | {min(s.offset, total) for s in cycle_slots}
                     | {min(s.offset + s.stride * n, total) for s in cycle_slots})
-    # The visits of ``pipeline._simulate``: a segment's first period, one period standing for its repetitions, the
+    # The visits of ``pipeline.simulate_rows``: a segment's first period, one period standing for its repetitions, the
     # rest.
     blocks: List[Tuple[int, List[int]]] = []
     for a, b in zip(points, points[1:]):
