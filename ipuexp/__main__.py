@@ -258,13 +258,11 @@ def leave(code: Any) -> None:
     import atexit
     import logging
 
+    from ipuexp.runner.forking import flush_streams
+
     atexit._run_exitfuncs()
     logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
+    flush_streams()
     os._exit(code or 0)
 
 

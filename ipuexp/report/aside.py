@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
-import threading
 from typing import Callable
+
+from ipuexp.runner.forking import can_fork, flush_streams
 
 
 def start_aside(work: Callable[[], object]) -> Callable[..., bool]:
@@ -19,14 +19,8 @@ def start_aside(work: Callable[[], object]) -> Callable[..., bool]:
     did not finish ``work`` (or could not be forked), runs it in this process when ``check`` (returns whether the
     child did it)."""
     pid = 0
-    # Only a process with one thread forks: a child of a threaded one (a Ray worker) could wait forever on a lock
-    # another thread held at the fork (logging's, an import's). There the work is done in ``join``.
-    if hasattr(os, "fork") and threading.active_count() == 1:
-        for stream in (sys.stdout, sys.stderr):  # what is buffered is written once, not again by the child
-            try:
-                stream.flush()
-            except (OSError, ValueError, AttributeError):
-                pass
+    if can_fork():  # else (other threads: a Ray worker) the work is done in ``join``
+        flush_streams()
         try:
             pid = os.fork()
         except OSError:

@@ -16,9 +16,9 @@ import importlib
 import logging
 import os
 import signal
-import sys
-import threading
 from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple
+
+from ipuexp.runner.forking import can_fork, flush_streams
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -31,18 +31,14 @@ _kept: Any = None
 
 def start(preload: str) -> None:
     """Fork the worker; it calls ``preload`` (``"module:function"``) and waits for its task. Nothing where this
-    process cannot fork safely (other threads: a lock held at the fork could never be released in the child)."""
+    process cannot fork safely (``forking.can_fork``)."""
     global _worker
-    if _worker is not None or not hasattr(os, "fork") or threading.active_count() != 1:
+    if _worker is not None or not can_fork():
         return
     from multiprocessing.connection import Pipe
 
     ours, theirs = Pipe()
-    for stream in (sys.stdout, sys.stderr):  # what is buffered is written once, not again by the child
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
+    flush_streams()
     try:
         pid = os.fork()
     except OSError:

@@ -23,12 +23,11 @@ import atexit
 import logging
 import os
 import signal
-import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Optional, Tuple
 
+from ipuexp.runner.forking import can_fork, flush_streams
 from ipuexp.tracking.record import JobRecord
 
 if TYPE_CHECKING:
@@ -151,12 +150,12 @@ def _fork(serve: Callable[[Any], int], sweep_dir: Optional[Path]) -> Optional["R
     forks before it opens the store."""
     from ipuexp.tracking.store import has_clients
 
-    if threading.active_count() != 1 or has_clients():
+    if not can_fork() or has_clients():
         return None
     from multiprocessing.connection import Pipe
 
     parent_end, child_end = Pipe()
-    _flush()  # what this process has buffered is written once, not again by the child
+    flush_streams()  # what this process has buffered is written once, not again by the child
     pid = os.fork()
     if pid == 0:
         parent_end.close()
@@ -164,18 +163,12 @@ def _fork(serve: Callable[[Any], int], sweep_dir: Optional[Path]) -> Optional["R
         try:
             code = serve(child_end)
         finally:
-            _flush()
+            flush_streams()
             os._exit(code)
     child_end.close()
     return Recorder(pid, parent_end, sweep_dir)
 
 
-def _flush() -> None:
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
 
 
 def for_sweep(sweep_dir: Optional[Path]) -> Optional["Recorder"]:
