@@ -124,10 +124,12 @@ def open_job(cfg: DictConfig, out_dir: str | Path = ".", report_prediction: bool
         # Loading the graph and matplotlib allocates hundreds of thousands of objects, all kept: collections then
         # only walk them, on the way to the charts' fork.
         with collection_paused():
+            # The warm worker draws the charts from an evaluation of its own, beside this one when the graph is
+            # cached already (else once this evaluation has cached it); without one, a process forked below does.
             worker = charts_in_worker(exp, out) if charts else None
-            ev = evaluate(exp)  # the charts' events are made in the process that draws them
+            ev = evaluate(exp)
             if charts and worker is None:
-                worker = charts_in_worker(exp, out)  # the graph is cached now
+                worker = charts_in_worker(exp, out)
             if worker is not None:
                 drawn = functools.partial(worker, ev)
             else:

@@ -22,9 +22,8 @@ CHART_FILES = {"trace": "trace.json.gz", "gantt": "pipeline.png", "memory_chart"
 def save_step_charts(ev: Evaluation, out: Path) -> None:
     """The step's events (hundreds of thousands), its trace (in a process of its own) and its Gantt chart."""
     from ipuexp.report.gantt import draw_gantt
-    from ipuexp.report.trace import write_trace_aside
-
     from ipuexp.report.gc_freeze import collection_paused
+    from ipuexp.report.trace import write_trace_aside
 
     title = f"{ev.result.recipe or ev.result.model.name}: one step"
     with collection_paused():  # hundreds of thousands of events, without cycles: collections would only walk them
@@ -130,9 +129,11 @@ def charts_in_worker(exp: ExperimentConfig, out: Path) -> Optional[Callable[[Eva
         return None
 
     def done(ev: Evaluation) -> None:
-        import rich.console  # noqa: F401  (what the report prints with, loaded while the worker draws)
+        # Idle until the worker is done: load what the run's report prints with meanwhile.
+        import rich.console  # noqa: F401
 
         import ipuexp.report.console  # noqa: F401
+
         if join():
             _record_charts(ev, out)
         else:
