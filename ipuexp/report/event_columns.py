@@ -58,14 +58,7 @@ class Columns:
         source = self._source
         if not isinstance(source, EventRows):
             return [source[i].name for i in self.index[at].tolist()]
-        parts = source.parts
-        return [f"{parts[p][0]}{mb}{parts[p][1]}" if parts[p][3] else parts[p][0]
-                for p, mb in zip(self.part[at].tolist(), self.mb[at].tolist())]
-
-    def events(self) -> List[Event]:
-        """The events as objects (the source's, or made from its rows)."""
-        source = self._source
-        return source.events() if isinstance(source, EventRows) else list(source)
+        return list(map(source.name, self.part[at].tolist(), self.mb[at].tolist()))
 
     def __len__(self) -> int:
         return len(self.start)

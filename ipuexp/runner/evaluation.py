@@ -33,10 +33,10 @@ class Evaluation:
         return self.events
 
 
-def evaluate(exp: ExperimentConfig, cache_dir: Optional[str] = None, with_events: bool = False) -> Evaluation:
-    """Run the analytic engine for a validated ExperimentConfig object; no files written. The result is the same with
-    or without ``with_events`` (the events come from a simulation of their own, cycle by cycle, whose sums may
-    differ in the last bits from the memoised one every sweep point and fit uses)."""
+def evaluate(exp: ExperimentConfig, cache_dir: Optional[str] = None) -> Evaluation:
+    """Run the analytic engine for a validated ExperimentConfig object; no files written. The step's events, for the
+    charts, come later (``Evaluation.step_events``) from a simulation of their own, cycle by cycle, whose sums may
+    differ in the last bits from the memoised one every sweep point and fit uses: the result never uses them."""
     from ipuexp.calibration.band import error_band
     from ipuexp.calibration.user import residuals_for
     from ipuexp.emulator.memory import liveness_of, memory_figures, plan_ipus
@@ -64,10 +64,7 @@ def evaluate(exp: ExperimentConfig, cache_dir: Optional[str] = None, with_events
     result = Result(recipe=exp.recipe, model=figures, fits=memory.fits, memory=memory, throughput=throughput)
     result.measured = measured_figures(exp, result)
     result.run = run_figures(exp, plan, graph.model)
-    ev = Evaluation(result=result, liveness=liveness_of(ipu_plans), plan=plan, graph=graph)
-    if with_events:
-        ev.step_events()
-    return ev
+    return Evaluation(result=result, liveness=liveness_of(ipu_plans), plan=plan, graph=graph)
 
 
 def run_figures(exp: ExperimentConfig, plan: Any, graph_model: str) -> RunFigures:
