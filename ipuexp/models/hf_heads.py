@@ -85,8 +85,9 @@ def head_for(task: str, model: nn.Module, children: Dict[str, nn.Module], tail: 
 class Head(nn.Module):
     """The heads block: tail, task head and loss; returns ``(loss, logits)``."""
 
-    def __init__(self, parts: HeadParts, context: Any) -> None:
+    def __init__(self, parts: HeadParts, context: Any, width: int = 0) -> None:
         super().__init__()
+        self.width = width  # the tensors ahead of the labels: the layers' context and carried values
         self.kind, self.token, self.mask_tokens = parts.kind, parts.token, parts.mask_tokens
         self.norms = nn.ModuleList(parts.norms)
         self.pooler = parts.pooler
@@ -95,7 +96,7 @@ class Head(nn.Module):
         self.__dict__["_context"] = context
 
     def forward(self, hidden: torch.Tensor, *rest: Any) -> Tuple[torch.Tensor, torch.Tensor]:
-        labels = rest[len(self._context.tensor_at):]
+        labels = rest[self.width:]
         for norm in self.norms:
             hidden = norm(hidden)
         if self.kind == "mlm+nsp":

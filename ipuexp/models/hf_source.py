@@ -15,9 +15,12 @@ from typing import Any, Dict, Optional
 from ipuexp.models.spec import ModelNode
 
 HF = "hf"
-TASKS = ("pretraining", "masked-lm", "causal-lm", "classification", "question-answering")
+TASKS = ("pretraining", "masked-lm", "causal-lm", "classification", "question-answering", "seq2seq-lm",
+         "token-classification", "audio-classification", "ctc", "image-classification")
 """``model.hf.task``: the architecture's pre-training objective (BERT: masked LM + next-sentence prediction;
-RoBERTa: masked LM; GPT-2: causal LM), a masked or causal language model, or a sequence/image classifier."""
+RoBERTa: masked LM; GPT-2: causal LM), a masked or causal language model, a sequence/image classifier, span
+question answering, or one of Transformers' task classes of the same name (AutoModelForSeq2SeqLM,
+...ForTokenClassification, ...ForAudioClassification, ...ForCTC, ...ForImageClassification)."""
 INSTALL_HINT = "model.name=hf needs Transformers: pip install 'ipuexp[hf]'"
 SHIPPED_DIR = Path(__file__).resolve().parent / "hf_configs"
 # Shipped file stem -> the Hugging Face repository it was copied from (both names select it).

@@ -22,8 +22,11 @@ class HFModelConfig:
     vit-base-patch16-224, TinyLlama-1.1B-Chat-v1.0). Nothing is downloaded."""
     task: str = "pretraining"
     """pretraining (the architecture's objective: BERT masked LM + next sentence, RoBERTa masked LM, GPT-2 and
-    Llama causal LM), masked-lm, causal-lm, classification (sequence or image) or question-answering (SQuAD-style
-    span start and end)."""
+    Llama causal LM), masked-lm, causal-lm, classification (sequence or image), question-answering (SQuAD-style
+    span start and end), seq2seq-lm (an encoder-decoder's next token), token-classification, audio-classification,
+    ctc (speech recognition) or image-classification."""
+    target_length: int = 128
+    """Tokens of an encoder-decoder's decoder input (summary, translation or transcript), per sample."""
     config_overrides: Dict[str, Any] = field(default_factory=dict)
     """Attributes set on the configuration after reading it, e.g. ``{attention_probs_dropout_prob: 0.0}`` (as the
     ``--config_overrides`` of Transformers' training scripts)."""
