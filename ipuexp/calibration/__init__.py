@@ -59,7 +59,8 @@ def family(model: str) -> str:
     for fam in ("bert", "resnet", "vit", "gpt"):
         if name.startswith(fam):
             return fam
-    word = re.match(r"[a-z]+", model.lower().removeprefix("hf:"))  # roberta-large: roberta
+    # the name's first word: roberta-large: roberta; t5-small: t5; wav2vec2-base: wav2vec2
+    word = re.match(r"[a-z0-9]+", model.lower().removeprefix("hf:"))
     return word.group(0) if word else (name or "unknown")
 
 

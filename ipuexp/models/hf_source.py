@@ -33,6 +33,17 @@ SHIPPED = {
     "gpt2-large": "openai-community/gpt2-large",
     "vit-base-patch16-224": "google/vit-base-patch16-224",
     "TinyLlama-1.1B-Chat-v1.0": "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
+    # Transformers' configuration defaults for the model type, with the sizes of the named repository's config.json
+    "t5-small": "google-t5/t5-small",
+    "mt5-small": "google/mt5-small",
+    "bart-base": "facebook/bart-base",
+    "whisper-tiny": "openai/whisper-tiny",
+    "wav2vec2-base": "facebook/wav2vec2-base",
+    "hubert-base-ls960": "facebook/hubert-base-ls960",
+    "distilbert-base-uncased": "distilbert/distilbert-base-uncased",
+    "convnext-base-224": "facebook/convnext-base-224",
+    "deberta-base": "microsoft/deberta-base",
+    "mpnet-base": "microsoft/mpnet-base",
 }
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
 """Names Transformers configurations give the layer count (BERT/Llama/ViT, GPT-2, others)."""
@@ -158,6 +169,21 @@ def _plain(value: Any) -> Any:
 
 
 def _check_sequence(source: HFSource, seq: Any) -> None:
+    cfg = source.config
+    if isinstance(cfg.get("num_mel_bins"), int) and isinstance(cfg.get("max_source_positions"), int):
+        frames = 2 * int(cfg["max_source_positions"])  # Whisper: its convolutions halve the frames to its positions
+        if seq != frames:
+            raise _bad("model.sequence_length", seq, f"{frames} for {source.label} (log-mel frames: its encoder "
+                       f"takes {frames} frames, 2 x max_source_positions)")
+        return
+    if isinstance(cfg.get("conv_kernel"), list) and isinstance(cfg.get("conv_stride"), list):
+        frames = seq if isinstance(seq, int) and not isinstance(seq, bool) else 0
+        for kernel, stride in zip(cfg["conv_kernel"], cfg["conv_stride"]):
+            frames = (frames - int(kernel)) // int(stride) + 1
+        if frames < 1:
+            raise _bad("model.sequence_length", seq, f"audio samples giving at least one frame for {source.label} "
+                       "(16,000 per second at 16 kHz; at least 400)")
+        return
     limit = next((int(source.config[k]) for k in POSITION_KEYS if isinstance(source.config.get(k), int)), None)
     if limit is not None and source.model_type in _PADDING_OFFSET_TYPES:
         limit -= int(source.config.get("pad_token_id") or 0) + 1

@@ -60,7 +60,7 @@ def test_a_local_folder_and_overrides(tmp_path):
 @pytest.mark.parametrize("cfg, message", [
     (_cfg("no-such/model"), "model.hf.config: 'no-such/model' is not a local file or folder"),
     (_cfg("bert-base-uncased", "translation"), "model.hf.task: 'translation' is not allowed; allowed: pretraining"),
-    (_cfg("gpt2-medium", "masked-lm"), "allowed: causal-lm | classification | pretraining | question-answering for gpt2-medium"),
+    (_cfg("gpt2-medium", "masked-lm"), "allowed: causal-lm | classification | pretraining | question-answering | token-classification for gpt2-medium"),
     (_cfg("bert-base-uncased", sequence_length=513), "model.sequence_length: 513 is not allowed"),
     (_cfg("roberta-large", "masked-lm", sequence_length=513), "an integer in [1, 512] for roberta-large"),
 ])

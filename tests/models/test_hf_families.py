@@ -1,0 +1,150 @@
+"""Optimum Graphcore's model families beyond BERT-like encoders, split from the model tree: encoder-decoders (T5,
+mT5, BART, Whisper), speech (Wav2Vec2, HuBERT), DistilBERT and ConvNeXt. For each: the blocks and what travels
+between them, the parameter count against the published size, and the captured FLOPs against
+``torch.utils.flop_counter`` on the same Transformers model's own forward and backward."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from ipuexp.config.schema import HFModelConfig, ModelConfig  # noqa: E402
+from ipuexp.graph.capture import capture_model  # noqa: E402
+from ipuexp.models import build_model, zoo_layers  # noqa: E402
+
+MB = 2
+
+
+def _cfg(config: str, task: str, **kw) -> ModelConfig:
+    target = kw.pop("target_length", 128)
+    return ModelConfig(name="hf", hf=HFModelConfig(config=config, task=task, target_length=target), **kw)
+
+
+# config, task, ModelConfig fields, published parameters (model cards; Transformers' defaults where the card
+# gives none), encoder layers, decoder layers (0: one stack), stage entries between layers
+FAMILIES = {
+    "t5": ("t5-small", "seq2seq-lm", {}, 60.5e6, 6, 6, []),
+    # Transformers 5.23 ties mT5's LM head to its embedding (MT5Config forces tie_word_embeddings): 172M, where the
+    # released checkpoint's own head makes 300M
+    "mt5": ("mt5-small", "seq2seq-lm", {}, 172.1e6, 8, 8, []),
+    "bart": ("bart-base", "seq2seq-lm", {}, 139.4e6, 6, 6, []),
+    "whisper": ("whisper-tiny", "seq2seq-lm", {"sequence_length": 3000, "target_length": 64}, 37.8e6, 4, 4, []),
+    "wav2vec2": ("wav2vec2-base", "ctc", {"sequence_length": 16000, "target_length": 32}, 94.4e6, 12, 0, []),
+    "hubert": ("hubert-base-ls960", "audio-classification", {"sequence_length": 16000}, 94.6e6, 12, 0, []),
+    "distilbert": ("distilbert-base-uncased", "masked-lm", {}, 66.99e6, 6, 0, []),
+    "distilbert-tokens": ("distilbert-base-uncased", "token-classification", {}, 66.4e6, 6, 0, []),
+    "convnext": ("convnext-base-224", "image-classification", {}, 88.6e6, 36, 0, ["stage1", "stage2", "stage3"]),
+}
+
+
+def _meta(cfg: ModelConfig):
+    with torch.device("meta"):
+        return build_model(cfg)
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def family(request):
+    config, task, fields, published, enc, dec, stages = FAMILIES[request.param]
+    cfg = _cfg(config, task, **fields)
+    graph = capture_model(lambda: build_model(cfg), MB)
+    return request.param, cfg, graph, published, enc, dec, stages
+
+
+def test_the_split_blocks_and_layers(family):
+    name, cfg, graph, _published, enc, dec, stages = family
+    names = [b.name for b in graph.blocks]
+    layers = [b.name for b in graph.blocks if b.is_layer]
+    assert names[0] == "embeddings" and names[-1] == "heads"
+    assert layers == [f"layer{i}" for i in range(enc + dec)] == [n for n in names if n.startswith("layer")]
+    assert zoo_layers(cfg) == enc + dec
+    entries = [n for n in names if not n.startswith("layer") and n not in ("embeddings", "heads")]
+    assert entries == (["decoder"] if dec else stages)
+    if dec:  # the decoder's entry sits right after the last encoder layer
+        assert names.index("decoder") == names.index(f"layer{enc - 1}") + 1
+
+
+def test_the_parameters_match_the_published_size(family):
+    name, cfg, graph, published, *_ = family
+    model = _meta(cfg)
+    total = sum(p.numel() for p in model.transformers_model.parameters())
+    assert sum(b.parameters for b in graph.blocks) == total
+    assert total == pytest.approx(published, rel=0.01)
+
+
+def test_every_decoder_layer_receives_the_encoder_output(family):
+    name, cfg, graph, _p, enc, dec, _s = family
+    if not dec:
+        pytest.skip("one stack")
+    decoder_layers = [b for b in graph.blocks if b.is_layer][enc:]
+    entry = next(b for b in graph.blocks if b.name == "decoder")
+    encoder_out = entry.inputs[0].shape  # the last encoder layer's hidden states [B, S, d]
+    for block in [entry, *decoder_layers]:
+        assert any(t.shape == encoder_out and t.dtype.startswith("float") for t in block.outputs), block.name
+    # the decoder runs on model.hf.target_length tokens
+    assert decoder_layers[0].inputs[0].shape[1] == cfg.hf.target_length
+
+
+def test_t5_hands_its_relative_position_bias_on():
+    graph = capture_model(lambda: build_model(_cfg("t5-small", "seq2seq-lm")), MB)
+    layers = [b for b in graph.blocks if b.is_layer]
+    heads, seq = 8, 128
+    bias = [heads, seq, seq]
+    # layer 0 computes the bias, every later encoder layer receives it
+    assert not any(t.shape[-3:] == bias for t in layers[0].inputs)
+    assert all(any(t.shape[-3:] == bias for t in b.inputs) for b in layers[1:6])
+    # only the first layer of each stack holds the bias table
+    assert layers[0].parameters > layers[1].parameters
+
+
+def _reference_flops(cfg: ModelConfig) -> int:
+    """FLOPs of the Transformers model's own forward (with labels) and backward, on meta tensors."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from ipuexp.models.hf_task import ctc_loss
+
+    with torch.device("meta"):
+        pipelined = build_model(cfg)
+        model = pipelined.transformers_model
+        inputs = pipelined.example_inputs(MB)
+    specs = pipelined.input_spec
+    named = {s.name: t for s, t in zip(specs, inputs)}
+    labels = {s.name: named.pop(s.name) for s in specs if s.is_label}
+    from ipuexp.models.hf_chain import one_sequence_per_sample
+
+    counter = FlopCounterMode(display=False)
+    with counter, one_sequence_per_sample():
+        if cfg.hf.task == "ctc":
+            out = model(**named, return_dict=True)
+            loss = ctc_loss(model.config, out.logits, labels["labels"])
+        else:
+            loss = model(**named, **labels, use_cache=False, return_dict=True).loss
+        loss.backward()
+    return counter.get_total_flops()
+
+
+def test_the_flops_match_torchs_flop_counter_on_the_same_model(family):
+    name, cfg, graph, *_ = family
+    if name == "distilbert":
+        pytest.skip("masked-LM head on all positions in both: covered by distilbert-tokens' backbone")
+    captured = sum(b.fwd_flops + b.bwd_flops for b in graph.blocks)
+    assert captured == pytest.approx(_reference_flops(cfg), rel=0.01)
+
+
+@pytest.mark.parametrize("config, task, fields, message", [
+    ("mt5-small", "pretraining", {}, "model.hf.task: 'pretraining' is not allowed; allowed: classification | "
+                                     "question-answering | seq2seq-lm | token-classification for mt5-small"),
+    ("hubert-base-ls960", "causal-lm", {"sequence_length": 16000}, "allowed: audio-classification | "
+                                                                     "classification | ctc for hubert-base-ls960"),
+    ("whisper-tiny", "seq2seq-lm", {"sequence_length": 128}, "model.sequence_length: 128 is not allowed; allowed: "
+                                                               "3000 for whisper-tiny"),
+    ("whisper-tiny", "seq2seq-lm", {"sequence_length": 3000, "target_length": 500},
+     "model.hf.target_length: 500 is not allowed; allowed: 1 to 448"),
+    ("wav2vec2-base", "ctc", {"sequence_length": 16000, "target_length": 80},
+     "model.hf.target_length: 80 is not allowed; allowed: 1 to 49, the frames"),
+    ("wav2vec2-base", "ctc", {"sequence_length": 100}, "model.sequence_length: 100 is not allowed"),
+])
+def test_what_a_family_cannot_do_is_one_line(config, task, fields, message):
+    with pytest.raises(ValueError) as err:
+        _meta(_cfg(config, task, **fields))
+    assert message in str(err.value) and "\n" not in str(err.value)
