@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ipuexp.config.errors import ConfigError
 from ipuexp.config.file_values import as_bool, as_float, as_int, as_int_list, choose, one_line, refuse
+from ipuexp.config.ipu_config_fields import HANDLED, feature_layers, for_mode, serialisation, speech_layers
 from ipuexp.config.types import ConfigNode
 
 DOC = "Optimum Graphcore IPUConfig"
@@ -51,7 +52,7 @@ TO_OPTIONS = (
 # Fields read elsewhere in this module (mapped, or used to check others).
 _HANDLED = set(DEFAULTS) | {"layers_per_ipu", "ipus_per_replica", "seed", "executable_cache_dir", "synthetic_data",
                             "pod_type", "per_device_train_batch_size", "learning_rate", "weight_decay", "optimizer",
-                            "loss_scaling", "fp32"}
+                            "loss_scaling", "fp32"} | HANDLED
 
 
 def read(path: str | Path, key: str = "model.hf.ipu_config") -> Tuple[Dict[str, Any], List[str]]:
@@ -98,13 +99,16 @@ def for_pod_type(fields: Mapping[str, Any], pod_type: Optional[str]) -> Dict[str
 
 
 def options(fields: Mapping[str, Any], pod_type: Optional[str], num_layers: Optional[int],
-            device_mapping: Optional[List[int]]) -> Tuple[Dict[str, Any], Dict[str, str], List[str]]:
+            device_mapping: Optional[List[int]], training: bool = True,
+            model_config: Optional[Mapping[str, Any]] = None) -> Tuple[Dict[str, Any], Dict[str, str], List[str]]:
     """ipuexp keys and values for an ipu_config.json's fields, the note of each, and the fields not modelled.
 
     ``pod_type`` picks per-POD-type values; ``num_layers`` (the model's) resolves ``-1`` in ``layers_per_ipu``;
-    ``device_mapping`` is the recipe's placement, kept for the heads when the stages change.
+    ``device_mapping`` is the recipe's placement, kept for the heads when the stages change; ``training`` False
+    takes the inference fields (``ipu_config_fields``); ``model_config`` is a Transformers model's config.json
+    (a speech model's flat layer list).
     """
-    given = for_pod_type(fields, pod_type)
+    given = for_mode(for_pod_type(fields, pod_type), training)
     f = {**DEFAULTS, **given}
     values: Dict[str, Any] = {}
     notes: Dict[str, str] = {}
@@ -130,7 +134,9 @@ def options(fields: Mapping[str, Any], pod_type: Optional[str], num_layers: Opti
         "half" if as_bool("enable_half_first_order_momentum", f["enable_half_first_order_momentum"]) else "float",
         "enable_half_first_order_momentum")
     put("options.embedding_serialization_factor",
-        as_int("embedding_serialization_factor", f["embedding_serialization_factor"]), "embedding_serialization_factor")
+        serialisation(given, as_int("embedding_serialization_factor", f["embedding_serialization_factor"])),
+        "projection_serialization_factor" if "projection_serialization_factor" in given
+        else "embedding_serialization_factor")
     put("options.recomputation.checkpoint_every_layer",
         as_bool("recompute_checkpoint_every_layer", f["recompute_checkpoint_every_layer"]),
         "recompute_checkpoint_every_layer")
@@ -139,6 +145,8 @@ def options(fields: Mapping[str, Any], pod_type: Optional[str], num_layers: Opti
     put("options.auto_loss_scaling", as_bool("auto_loss_scaling", f["auto_loss_scaling"]), "auto_loss_scaling")
 
     lpi = _layers(given, num_layers)
+    if lpi is not None:
+        lpi = speech_layers(lpi, num_layers, feature_layers(model_config))
     ipr = as_int("ipus_per_replica", given["ipus_per_replica"]) if "ipus_per_replica" in given else \
         (len(lpi) if lpi else None)
     if lpi is not None:
@@ -176,6 +184,9 @@ def options(fields: Mapping[str, Any], pod_type: Optional[str], num_layers: Opti
         put("options.precision", "32.32" if as_bool("fp32", given["fp32"]) else "16.16", "fp32")
     for key, value, note in TO_OPTIONS:
         values[key], notes[key] = value, note
+    if not training:
+        values["options.pipeline.schedule"] = "sequential"
+        notes["options.pipeline.schedule"] = "IPUConfig.to_options(for_inference=True): ShardedExecution"
     unmodelled = [k for k in fields if k not in _HANDLED]
     return values, notes, unmodelled
 
@@ -250,7 +261,8 @@ def apply(cfg: ConfigNode, overrides: Sequence[str] = ()) -> List[str]:
     num_layers = _model_layers(cfg)
     dm = OmegaConf.select(cfg, "options.pipeline.device_mapping", default=None)
     dm = list(dm) if dm is not None else None
-    values, _, unmodelled = options(fields, pod_type, num_layers, dm)
+    training = bool(OmegaConf.select(cfg, "training", default=True))
+    values, _, unmodelled = options(fields, pod_type, num_layers, dm, training, _model_config(cfg))
     given = {o.split("=", 1)[0].lstrip("+~") for o in overrides if "=" in o}
     with open_dict(cfg):
         for key, value in values.items():
@@ -258,6 +270,20 @@ def apply(cfg: ConfigNode, overrides: Sequence[str] = ()) -> List[str]:
                 OmegaConf.update(cfg, key, value, merge=False)
     line = warning_line(path, unmodelled)
     return warnings + ([line] if line else [])
+
+
+def _model_config(cfg: ConfigNode) -> Optional[Dict[str, Any]]:
+    """A Transformers model's config.json (after its overrides), without importing torch."""
+    from omegaconf import OmegaConf
+
+    if OmegaConf.select(cfg, "model.name", default=None) != "hf":
+        return None
+    from ipuexp.models.hf_source import resolve
+
+    try:
+        return resolve(cfg.model).config
+    except ValueError:  # reported by the configuration checks
+        return None
 
 
 def _model_layers(cfg: ConfigNode) -> Optional[int]:

@@ -23,7 +23,7 @@ from torch import nn
 from ipuexp.models.blocks import Block, PipelinedModel
 from ipuexp.models.hf_attention import register
 from ipuexp.models.hf_build import SUPPORTED_EXAMPLES, task_model  # noqa: F401
-from ipuexp.models.hf_chain import Context, Layer, carried, layer_list, probe, ran_before
+from ipuexp.models.hf_chain import Context, Layer, carried, layer_list, probe, ran_before, run_layer
 from ipuexp.models.hf_heads import Head, head_for, label_specs
 from ipuexp.models.hf_inputs import input_specs, task_labels
 from ipuexp.models.hf_source import resolve
@@ -67,12 +67,13 @@ class StageEntry(nn.Module):
 
     def __init__(self, stage: nn.Module, layers: Tuple[nn.Module, str], before: Context, context: Context) -> None:
         super().__init__()
-        self.stage = stage
-        self.__dict__.update(_layers=layers, _before=before, _context=context)
+        # what this block owns: the stage's modules but its layers (each layer is a block of its own)
+        self.parts = nn.ModuleList([m for n, m in stage.named_children() if m is not getattr(*layers)])
+        self.__dict__.update(_stage=stage, _layers=layers, _before=before, _context=context)
         self.arg = next(iter(inspect.signature(stage.forward).parameters))
 
     def forward(self, hidden: torch.Tensor, *rest: Any) -> Tuple[Any, ...]:
-        hidden, args, kwargs = probe(self.stage, self._layers, {self.arg: hidden})
+        hidden, args, kwargs = probe(self._stage, self._layers, {self.arg: hidden})
         return (hidden, *self._context.flatten(args, kwargs), *rest[self._before.width:])
 
 
@@ -140,10 +141,9 @@ def build_hf(model_cfg: ModelNode) -> PipelinedModel:
             blocks.append(Block(f"layer{index}", Layer(layer, context, first=i == 0), is_layer=True))
             index += 1
         if k + 1 < len(segments):
-            with torch.no_grad():
-                for layer in getattr(stage, list_name):  # the stage's output, for the next stage's probe
-                    out = layer(hidden, *args, **kwargs)
-                    hidden = out[0] if isinstance(out, tuple) else out
+            for layer in getattr(stage, list_name):  # the stage's output, for the next stage's probe
+                out = run_layer(layer, hidden, args, kwargs)
+                hidden = out[0] if isinstance(out, tuple) else out
     layer_modules = [m for stage, list_name in segments for m in getattr(stage, list_name)]
     before, tail = _split_backbone(backbone, layer_modules, ran)
     blocks[0].module.parts.extend(before)
@@ -163,7 +163,7 @@ def build_hf(model_cfg: ModelNode) -> PipelinedModel:
         arity = _arity(getattr(*segments[-1])[0], hidden, args, kwargs)
         lists = [(stage, list_name, arity) for stage, list_name in segments]
         blocks.append(Block("heads", TaskHead(model, lists, inputs, [s.name for s in labels], last.width, kind,
-                                              extra=call_kwargs)))
+                                              extra=call_kwargs, positions=mask_tokens if kind == "mlm" else 0)))
     hparams = {"hf_config": source.label, "hf_task": task, "model_type": source.model_type,
                "layers": len(layer_modules), "transformers_class": type(model).__name__}
     if kind in ("mlm", "mlm+nsp"):
@@ -175,8 +175,7 @@ def build_hf(model_cfg: ModelNode) -> PipelinedModel:
 
 def _arity(layer: nn.Module, hidden: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> int:
     """How many values a layer returns (0: a bare tensor), for the stand-ins of the heads block."""
-    with torch.no_grad():
-        out = layer(hidden, *args, **kwargs)
+    out = run_layer(layer, hidden, args, kwargs)
     return len(out) if isinstance(out, tuple) else 0
 
 

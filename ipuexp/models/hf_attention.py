@@ -28,6 +28,18 @@ class _NativeDropout(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+class HostConstants(TorchFunctionMode):
+    """``torch.tensor`` of Python numbers on the host: a model's constants computed from shapes (DeBERTa's
+    attention span) are compile-time values of the traced graph, and a capture on meta tensors could not read
+    them back (``Tensor.item()``); a 0-dim host tensor mixes with device tensors as a scalar."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if func is torch.tensor and "device" not in kwargs and args and isinstance(args[0], (int, float, bool)):
+            kwargs = {**kwargs, "device": "cpu"}
+        return func(*args, **kwargs)
+
+
 def _eager_attention(module: nn.Module, *args: Any, **kwargs: Any) -> Any:
     """The eager attention of the module's own modelling file (GQA, scaling and soft-capping included)."""
     fn = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)

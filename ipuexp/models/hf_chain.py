@@ -16,6 +16,8 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from ipuexp.models.hf_attention import HostConstants
+
 
 class _Stop(Exception):
     """Raised by the probe standing in for a layer: carries the layer's call."""
@@ -67,7 +69,8 @@ def one_sequence_per_sample() -> Iterator[None]:
     find_packed = masking.find_packed_sequence_indices
     masking.find_packed_sequence_indices = lambda *a, **k: None
     try:
-        yield
+        with HostConstants():
+            yield
     finally:
         masking.find_packed_sequence_indices = find_packed
 
@@ -130,7 +133,8 @@ class Layer(nn.Module):
         ctx = self._context
         n, k = len(ctx.tensor_at), (0 if self.first else len(ctx.carry))
         args, kwargs = ctx.rebuild(rest[:n], rest[n:n + k])
-        out = self.layer(hidden, *args, **kwargs)
+        with HostConstants():
+            out = self.layer(hidden, *args, **kwargs)
         if not isinstance(out, tuple):
             return (out, *rest)
         handed = tuple(out[j] for j in ctx.carry.values())
@@ -170,3 +174,10 @@ def ran_before(stack: nn.Module, layers: Tuple[nn.Module, str], inputs: Dict[str
         for h in hooks:
             h.remove()
     return hidden, args, kwargs, ran
+
+
+def run_layer(layer: nn.Module, hidden: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+    """A layer's output outside the chain (no gradients), as its loop calls it: to follow the hidden states from
+    one stack or stage to the next while the model is split, and to see how many values a layer returns."""
+    with torch.no_grad(), one_sequence_per_sample():
+        return layer(hidden, *args, **kwargs)

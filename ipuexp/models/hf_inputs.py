@@ -66,7 +66,7 @@ def task_labels(task: str, model: nn.Module, hidden: torch.Tensor, seq: int, mas
     if task == "token-classification":
         return "token", [InputSpec("labels", (seq,), "int32", is_label=True, high=_num_labels(config))]
     if task in ("masked-lm", "pretraining") and "MaskedLM" in type(model).__name__:
-        return "mlm", [InputSpec("labels", (seq,), "int32", is_label=True, high=vocab)]
+        return "mlm", [InputSpec("labels", (mask_tokens,), "int32", is_label=True, high=vocab)]
     if task == "causal-lm":
         return "clm", [InputSpec("labels", (seq,), "int32", is_label=True, high=vocab)]
     if task == "question-answering":

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from ipuexp.models.blocks import Block, InputSpec, PipelinedModel
-from ipuexp.models.hf_chain import Context, Layer, carried, layer_list, probe, ran_before
+from ipuexp.models.hf_chain import Context, Layer, carried, layer_list, probe, ran_before, run_layer
 from ipuexp.models.hf_inputs import input_specs, task_labels
 from ipuexp.models.hf_source import HFSource
 from ipuexp.models.hf_task import TaskHead
@@ -67,8 +67,7 @@ class DecoderEntry(nn.Module):
 
 
 def _arity(layer: nn.Module, hidden: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[int, Any]:
-    with torch.no_grad():
-        out = layer(hidden, *args, **kwargs)
+    out = run_layer(layer, hidden, args, kwargs)
     return (len(out), out[0]) if isinstance(out, tuple) else (0, out)
 
 
@@ -101,10 +100,9 @@ def build_seq2seq(model: nn.Module, source: HFSource, model_cfg: ModelNode, task
     enc_ctx.flatten(args, kwargs)
     carried(encoder, (enc_parent, enc_name), example, enc_ctx)
     enc_arity, _ = _arity(enc_layers[0], hidden, args, kwargs)
-    with torch.no_grad():  # the encoder's output, for the decoder's probe
-        for layer in enc_layers:
-            out = layer(hidden, *args, **kwargs)
-            hidden = out[0] if isinstance(out, tuple) else out
+    for layer in enc_layers:  # the encoder's output, for the decoder's probe
+        out = run_layer(layer, hidden, args, kwargs)
+        hidden = out[0] if isinstance(out, tuple) else out
     enc_tail = _tail(encoder, enc_layers, enc_ran)
     for module in enc_tail:
         hidden = module(hidden)

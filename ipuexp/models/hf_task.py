@@ -67,9 +67,12 @@ class TaskHead(nn.Module):
     ``width`` the tensors ahead of the labels in the block's inputs."""
 
     def __init__(self, model: nn.Module, lists: List[Tuple[nn.Module, str, int]], inputs: List[InputSpec],
-                 labels: List[str], width: int, kind: str, extra: Optional[Dict[str, Any]] = None) -> None:
+                 labels: List[str], width: int, kind: str, extra: Optional[Dict[str, Any]] = None,
+                 positions: int = 0) -> None:
         super().__init__()
-        self.kind, self.width = kind, width
+        # positions: a masked-LM head runs on the first ``positions`` tokens only (the masked ones, which the data
+        # pipeline moves to the front), as ipuexp's BERT and Optimum's OnehotGather of max_num_masked_tokens do
+        self.kind, self.width, self.positions = kind, width, positions
         self.input_specs, self.label_names = list(inputs), list(labels)
         self.__dict__.update(_model=model, _lists=lists, _extra=dict(extra or {}), _hidden=None,
                              _recording=_Recording())
@@ -82,7 +85,7 @@ class TaskHead(nn.Module):
         saved = [(parent, name, parent._modules[name]) for parent, name, _ in self._lists]
         for i, (parent, name, arity) in enumerate(self._lists):
             parent._modules[name] = nn.ModuleList([_StandIn(arity, self, i == len(self._lists) - 1)])
-        self.__dict__["_hidden"] = hidden
+        self.__dict__["_hidden"] = hidden[:, : self.positions] if self.positions else hidden
         self._recording.off()
         try:
             inputs = {s.name: _shaped(s, hidden) for s in self.input_specs}
