@@ -26,6 +26,7 @@ from ipuexp.models.hf_build import SUPPORTED_EXAMPLES, task_model  # noqa: F401
 from ipuexp.models.hf_chain import Context, Layer, carried, layer_list, probe, ran_before, run_layer
 from ipuexp.models.hf_heads import Head, head_for, label_specs
 from ipuexp.models.hf_inputs import input_specs, task_labels
+from ipuexp.models.hf_lists import ListEntry, sibling_lists
 from ipuexp.models.hf_source import resolve
 from ipuexp.models.hf_task import TaskHead
 from ipuexp.models.spec import ModelNode
@@ -43,8 +44,10 @@ class Embeddings(nn.Module):
     """The backbone up to its first layer: its own forward, stopped by a probe in place of the layers."""
 
     def __init__(self, backbone: nn.Module, parts: List[nn.Module], layers: Tuple[nn.Module, str],
-                 input_names: List[str], call_kwargs: Dict[str, Any], context: Context) -> None:
+                 input_names: List[str], call_kwargs: Dict[str, Any], context: Context,
+                 keep_inputs: bool = False) -> None:
         super().__init__()
+        self.keep_inputs = keep_inputs  # pass the model's inputs on with the labels (a stack of several lists)
         self.parts = nn.ModuleList(parts)  # what this block owns (the backbone is shared with other blocks)
         self.__dict__["_backbone"], self.__dict__["_layers"], self.__dict__["_context"] = backbone, layers, context
         self.input_names = list(input_names)
@@ -58,7 +61,7 @@ class Embeddings(nn.Module):
         n = len(self.input_names)
         hidden, args, kwargs = probe(self._backbone, self._layers,
                                      {**dict(zip(self.input_names, inputs[:n])), **self._call_kwargs})
-        return (hidden, *self._context.flatten(args, kwargs), *inputs[n:])
+        return (hidden, *self._context.flatten(args, kwargs), *inputs[0 if self.keep_inputs else n:])
 
 
 class StageEntry(nn.Module):
@@ -122,25 +125,35 @@ def build_hf(model_cfg: ModelNode) -> PipelinedModel:
     example = {s.name: torch.zeros((1, *s.shape), dtype=getattr(torch, s.dtype)) for s in inputs}
     hidden, _a, _k, ran = ran_before(backbone, segments[0], {**example, **call_kwargs}, what)
 
+    names = sibling_lists(backbone, parent, name, {**example, **call_kwargs}) if len(segments) == 1 else [name]
+    multi = len(names) > 1  # several lists in one stack (LXMERT): the chain carries the model's inputs
+    if multi:
+        segments = [(parent, n) for n in names]
     contexts = [Context() for _ in segments]
-    blocks = [Block("embeddings", Embeddings(backbone, [], segments[0], [s.name for s in inputs], call_kwargs,
-                                             contexts[0]))]
+    input_names = [s.name for s in inputs]
+    blocks = [Block("embeddings", Embeddings(backbone, [], segments[0], input_names, call_kwargs, contexts[0],
+                                             keep_inputs=multi))]
     # the first stage's layers are probed from the backbone's own call; later stages from their own
     stage_inputs: Dict[str, Any] = {**example, **call_kwargs}
+    lists: List[Tuple[nn.Module, str, int]] = []
     index = 0
     for k, ((stage, list_name), context) in enumerate(zip(segments, contexts)):
-        stack = backbone if k == 0 else stage
-        if k:
+        stack = backbone if k == 0 or multi else stage
+        if k and multi:
+            blocks.append(Block(list_name, ListEntry(backbone, lists, k, input_names, call_kwargs, contexts[k - 1],
+                                                     context)))
+        elif k:
             arg = next(iter(inspect.signature(stage.forward).parameters))
             stage_inputs = {arg: hidden}
             blocks.append(Block(f"stage{k}", StageEntry(stage, (stage, list_name), contexts[k - 1], context)))
         hidden, args, kwargs = probe(stack, (stage, list_name), stage_inputs)
         context.flatten(args, kwargs)
         carried(stack, (stage, list_name), stage_inputs, context)
+        lists.append((stage, list_name, _arity(getattr(stage, list_name)[0], hidden, args, kwargs)))
         for i, layer in enumerate(getattr(stage, list_name)):
             blocks.append(Block(f"layer{index}", Layer(layer, context, first=i == 0), is_layer=True))
             index += 1
-        if k + 1 < len(segments):
+        if k + 1 < len(segments) and not multi:
             for layer in getattr(stage, list_name):  # the stage's output, for the next stage's probe
                 out = run_layer(layer, hidden, args, kwargs)
                 hidden = out[0] if isinstance(out, tuple) else out
@@ -160,10 +173,12 @@ def build_hf(model_cfg: ModelNode) -> PipelinedModel:
     else:
         target = int(getattr(model_cfg.hf, "target_length", 128))
         kind, labels = task_labels(task, model, hidden, seq, mask_tokens, target)
-        arity = _arity(getattr(*segments[-1])[0], hidden, args, kwargs)
-        lists = [(stage, list_name, arity) for stage, list_name in segments]
+        if not multi:  # stages: each stage's layers return as the last stage's do
+            lists = [(stage, list_name, lists[-1][2]) for stage, list_name in segments]
         blocks.append(Block("heads", TaskHead(model, lists, inputs, [s.name for s in labels], last.width, kind,
-                                              extra=call_kwargs, positions=mask_tokens if kind == "mlm" else 0)))
+                                              extra=call_kwargs, positions=mask_tokens if kind == "mlm" else 0,
+                                              saved=len(lists) - 1 if multi else 0,
+                                              carry=list(last.carry.values()))))
     hparams = {"hf_config": source.label, "hf_task": task, "model_type": source.model_type,
                "layers": len(layer_modules), "transformers_class": type(model).__name__}
     if kind in ("mlm", "mlm+nsp"):

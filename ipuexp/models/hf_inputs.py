@@ -69,6 +69,10 @@ def task_labels(task: str, model: nn.Module, hidden: torch.Tensor, seq: int, mas
         return "mlm", [InputSpec("labels", (mask_tokens,), "int32", is_label=True, high=vocab)]
     if task == "causal-lm":
         return "clm", [InputSpec("labels", (seq,), "int32", is_label=True, high=vocab)]
+    if task == "question-answering" and "start_positions" not in inspect.signature(model.forward).parameters:
+        # answer classification over a fixed answer set (LXMERT's VQA and GQA heads)
+        answers = int(getattr(config, "num_qa_labels", 0) or _num_labels(config))
+        return "cls", [InputSpec("labels", (), "int32", is_label=True, high=answers)]
     if task == "question-answering":
         return "qa", [InputSpec("start_positions", (), "int32", is_label=True, high=seq),
                       InputSpec("end_positions", (), "int32", is_label=True, high=seq)]

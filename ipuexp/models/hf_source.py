@@ -44,6 +44,7 @@ SHIPPED = {
     "convnext-base-224": "facebook/convnext-base-224",
     "deberta-base": "microsoft/deberta-base",
     "mpnet-base": "microsoft/mpnet-base",
+    "lxmert-base-uncased": "unc-nlp/lxmert-base-uncased",
 }
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
 """Names Transformers configurations give the layer count (BERT/Llama/ViT, GPT-2, others)."""

@@ -11,7 +11,8 @@ model's scaled and tied LM head with its logit bias.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -42,21 +43,49 @@ class _Recording:
             torch.set_grad_enabled(self._grad)
 
 
-class _StandIn(nn.Module):
-    """Stands for a layer list: hands over the block's hidden states (the last list) or passes its input on."""
+class StandIn(nn.Module):
+    """Stands for a layer list during a replay: returns what the list's last layer returned (``value``: a tensor,
+    or None to pass its input on), shaped as the layers' outputs (``arity`` values, ``carried`` ones at their
+    indices), and turns recording back on when ``recording`` is given."""
 
-    def __init__(self, arity: int, head: "TaskHead", last: bool) -> None:
+    def __init__(self, arity: int, value: Any = None, carried: Optional[Dict[int, Any]] = None,
+                 recording: Optional[_Recording] = None) -> None:
         super().__init__()
-        self.arity, self.last = arity, last
-        self.__dict__["_head"] = head
+        self.arity = arity
+        self.__dict__.update(_value=value, _carried=dict(carried or {}), _recording=recording)
 
     def forward(self, hidden: Any = None, *args: Any, **kwargs: Any) -> Any:
         if hidden is None:
             hidden = kwargs.get("hidden_states")
-        if self.last:
-            hidden = self._head._hidden
-            self._head._recording.on()
-        return hidden if self.arity == 0 else (hidden, *([None] * (self.arity - 1)))
+        if self._value is not None:
+            hidden = self._value
+        if self._recording is not None:
+            self._recording.on()
+        if self.arity == 0:
+            return hidden
+        out = [hidden, *([None] * (self.arity - 1))]
+        for index, value in self._carried.items():
+            if index < self.arity:
+                out[index] = value
+        return tuple(out)
+
+
+@contextmanager
+def standing_aside(lists: List[Tuple[nn.Module, str, int]], stand_ins: List[nn.Module],
+                   recording: _Recording) -> Iterator[None]:
+    """The layer lists replaced by ``stand_ins`` (a probe may be among them), recording off until a stand-in turns
+    it on; everything restored after."""
+    saved = [(parent, name, parent._modules[name]) for parent, name, _ in lists]
+    for (parent, name, _), stand_in in zip(lists, stand_ins):
+        parent._modules[name] = nn.ModuleList([stand_in])
+    recording.off()
+    try:
+        with one_sequence_per_sample():
+            yield
+    finally:
+        recording.on()
+        for parent, name, module in saved:
+            parent._modules[name] = module
 
 
 class TaskHead(nn.Module):
@@ -64,39 +93,39 @@ class TaskHead(nn.Module):
 
     ``lists`` are the model's layer lists in the order its forward runs them, each with the arity of its layers'
     outputs (0 for a bare tensor); ``inputs`` the model's inputs (shapes only: the stand-ins ignore them);
-    ``width`` the tensors ahead of the labels in the block's inputs."""
+    ``width`` the tensors of the last list's context and carried values; ``saved`` how many outputs of earlier
+    lists follow them (a stack of several lists); ``carry`` the last list's carried values' output indices."""
 
     def __init__(self, model: nn.Module, lists: List[Tuple[nn.Module, str, int]], inputs: List[InputSpec],
                  labels: List[str], width: int, kind: str, extra: Optional[Dict[str, Any]] = None,
-                 positions: int = 0) -> None:
+                 positions: int = 0, saved: int = 0, carry: Optional[List[int]] = None) -> None:
         super().__init__()
         # positions: a masked-LM head runs on the first ``positions`` tokens only (the masked ones, which the data
         # pipeline moves to the front), as ipuexp's BERT and Optimum's OnehotGather of max_num_masked_tokens do
-        self.kind, self.width, self.positions = kind, width, positions
+        self.kind, self.width, self.positions, self.saved = kind, width, positions, saved
         self.input_specs, self.label_names = list(inputs), list(labels)
-        self.__dict__.update(_model=model, _lists=lists, _extra=dict(extra or {}), _hidden=None,
-                             _recording=_Recording())
+        self.__dict__.update(_model=model, _lists=lists, _extra=dict(extra or {}), _carry=list(carry or []))
         # what this block owns: the task model's modules outside the backbone (head, projector, ...); modules
         # shared with earlier blocks are theirs (ownership goes to the first block holding a parameter)
         self.model_parts = nn.ModuleList([m for m in model.children()])
 
     def forward(self, hidden: torch.Tensor, *rest: Any) -> Tuple[torch.Tensor, torch.Tensor]:
-        labels = dict(zip(self.label_names, rest[self.width:]))
-        saved = [(parent, name, parent._modules[name]) for parent, name, _ in self._lists]
-        for i, (parent, name, arity) in enumerate(self._lists):
-            parent._modules[name] = nn.ModuleList([_StandIn(arity, self, i == len(self._lists) - 1)])
-        self.__dict__["_hidden"] = hidden[:, : self.positions] if self.positions else hidden
-        self._recording.off()
-        try:
+        labels = dict(zip(self.label_names, rest[len(rest) - len(self.label_names):]))
+        carried_values = rest[self.width - len(self._carry):self.width]
+        earlier = rest[self.width:self.width + self.saved]
+        recording = _Recording()
+        last = len(self._lists) - 1
+        stand_ins = [StandIn(arity, (earlier[i] if i < len(earlier) else None) if i < last else (hidden[:, : self.positions] if self.positions
+                                                                 else hidden),
+                             dict(zip(self._carry, carried_values)) if i == last else None,
+                             recording if i == last else None)
+                     for i, (_p, _n, arity) in enumerate(self._lists)]
+        with standing_aside(self._lists, stand_ins, recording):
             inputs = {s.name: _shaped(s, hidden) for s in self.input_specs}
-            with one_sequence_per_sample():
-                out = self._model(**inputs, **self._extra, **({} if self.kind == "ctc" else labels), return_dict=True)
-        finally:
-            self._recording.on()
-            self.__dict__["_hidden"] = None
-            for parent, name, module in saved:
-                parent._modules[name] = module
-        logits = out.logits
+            out = self._model(**inputs, **self._extra, **({} if self.kind == "ctc" else labels), return_dict=True)
+        logits = out.get("logits")
+        if logits is None:  # a task output that names its scores otherwise (LXMERT's question_answering_score)
+            logits = next(v for k, v in out.items() if k != "loss" and isinstance(v, torch.Tensor))
         if self.kind == "ctc":
             return ctc_loss(self._model.config, logits, labels["labels"]), logits
         return out.loss, logits
