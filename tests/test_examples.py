@@ -17,3 +17,19 @@ def test_custom_model_example(tmp_path):
     assert result.model.parameters == expected
     assert [ipu.ipu for ipu in result.model.ipus] == [0, 1]
     assert result.fits and result.throughput.samples_per_s > 0
+
+
+def test_groupbert_example_splits_and_runs(tmp_path):
+    import torch
+
+    from examples.groupbert import build
+
+    exp = load_experiment("model.name=custom", "model.target=examples.groupbert:build", "data.micro_batch_size=4",
+                          "options.gradient_accumulation=256", "options.pipeline.layers_per_ipu=[0,4,4,4]",
+                          "options.replication_factor=4")
+    result = evaluate(exp, cache_dir=str(tmp_path)).result
+    with torch.device("meta"):
+        model = build()
+    assert result.model.parameters == sum(p.numel() for p in model.parameters())
+    assert [ipu.ipu for ipu in result.model.ipus] == [0, 1, 2, 3] and model.num_layers == 12
+    assert result.throughput.samples_per_s > 0

@@ -187,6 +187,11 @@ def options(fields: Mapping[str, Any], pod_type: Optional[str], num_layers: Opti
     if not training:
         values["options.pipeline.schedule"] = "sequential"
         notes["options.pipeline.schedule"] = "IPUConfig.to_options(for_inference=True): ShardedExecution"
+        # IPUConfig's inference batch: inference_replication_factor x inference_device_iterations, no accumulation
+        values["options.gradient_accumulation"] = 1
+        notes["options.gradient_accumulation"] = "inference: IPUConfig accumulates no gradients"
+        values["options.device_iterations"] = values["options.inference_device_iterations"]
+        notes["options.device_iterations"] = notes["options.inference_device_iterations"]
     unmodelled = [k for k in fields if k not in _HANDLED]
     return values, notes, unmodelled
 

@@ -68,8 +68,6 @@ def test_optimum_run_matches_its_ipu_config(name, compose_config):
     cfg = _compose(GROUP, name, compose_config)
     fields = json.loads((OPTIMUM_DATA / f"{name}.json").read_text())
     values, _notes, _unmodelled = options(fields, "pod16", None, value_at(cfg, "options.pipeline.device_mapping"))
-    # embedding_serialization_factor 0 (the files of early 2022) serialises nothing, as 1 does.
-    values["options.embedding_serialization_factor"] = max(1, values["options.embedding_serialization_factor"])
     values.pop("options.pipeline.device_mapping", None)  # the heads' placement is the model class's, not the file's
     for key in ("options.inference_device_iterations", "options.executable_cache_dir"):  # not the training run's
         values.pop(key, None)

@@ -47,7 +47,7 @@ def test_fields_map_to_poptorch_options_and_unmodelled_fields_are_listed():
     assert values["optimizer.state_precision"] == "half" and values["options.partials_type"] == "half"
     assert values["options.output_mode"] == "final"  # not given: IPUConfig's default
     assert "IPUConfig default" in notes["options.output_mode"]
-    assert unmodelled == ["async_dataloader", "inference_replication_factor"]
+    assert unmodelled == ["async_dataloader"]  # inference_replication_factor: the replicas of training=false
 
 
 def test_defaults_are_ipuconfigs():
