@@ -9,8 +9,12 @@ at least ``MIN_BAND_PCT``. A family with one row takes the larger of that row's 
 table (one residual alone is no estimate of a spread). The band is widened when the configuration lies outside
 what the table covers, each widening with its reason:
 
-* a model family with no calibration row: the ``NEAREST`` most similar rows (closest system size, micro-batch
-  and gradient accumulation on a log scale), at least the band of the whole table, times ``NEW_FAMILY_FACTOR``;
+* a model family with no calibration row (T5, Whisper, ConvNeXt, ...): ``COVERAGE_K`` times the RMS of the
+  fitted rows' leave-one-family-out residuals (each row predicted with the constants refitted without its whole
+  family: how far off the fit is on a family it never saw), at least ``MIN_BAND_PCT``; an unexplained row's
+  family, whose error is a mechanism the model lacks, is not counted. A table without those residuals takes the
+  ``NEAREST`` most similar rows (closest system size, micro-batch and gradient accumulation on a log scale), at
+  least the band of the whole table, times ``NEW_FAMILY_FACTOR``;
 * a family with rows, but none on this IPU generation: ``x GENERATION_FACTOR`` (the terms counted in seconds,
   links and host, weigh differently at another clock), and the spread of frameworks and SDKs
   (``SOFTWARE_SPREAD_PCT``, added in quadrature: another generation usually ran another SDK);
@@ -105,6 +109,12 @@ def error_band(model: str, ipus: int, micro_batch: int, grad_accum: int, exclude
     elif own:
         pct = max(MIN_BAND_PCT, COVERAGE_K * max(abs(own[0].loo_error_pct), table_rms))
         reasons = [f"the leave-one-out residual of {own[0].id}, the one {fam} row, at least the table's RMS"]
+    elif [r for r in rows if r.fitted and r.lofo_error_pct is not None]:
+        lofo = [r for r in rows if r.fitted and r.lofo_error_pct is not None]
+        families = sorted({r.family for r in lofo})
+        pct = max(MIN_BAND_PCT, COVERAGE_K * _rms([r.lofo_error_pct for r in lofo]))
+        reasons = [f"leave-one-family-out residuals of the {len(families)} calibrated families "
+                   f"({', '.join(families)})", f"no calibration row of the {fam} family"]
     else:
         near = sorted([r for r in rows if r.fitted] or rows, key=distance)[:NEAREST]
         pct = max(MIN_BAND_PCT, COVERAGE_K * _rms([r.loo_error_pct for r in near]), COVERAGE_K * table_rms)

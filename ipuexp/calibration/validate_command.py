@@ -73,7 +73,8 @@ def load_config(path: Optional[Path] = None) -> ValidateConfig:
 def residual_rows(report: Report) -> List[Any]:
     from ipuexp.calibration.evidence import residual_of
 
-    return [residual_of(o.row, o.loo_error, o.point, fitted=not o.unexplained) for o in report.outcomes
+    return [residual_of(o.row, o.loo_error, o.point, fitted=not o.unexplained,
+                        lofo_error_pct=o.mode_error("leave-one-family-out")) for o in report.outcomes
             if o.loo_error is not None]
 
 
