@@ -67,9 +67,15 @@ def split_model(model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[str,
     when the model's code reads values (a Transformers mask skipped when nothing is padded), on the call's first
     micro-batch with copies of the weights, which the capture's backward leaves untouched."""
     checkpoints = int(ops.marks["checkpoints"])
+    # functional_call swaps the module's tensors for the capture's and puts them back, but not a weight tied across
+    # modules when the call raises: the model's own tensors are put back here
+    own = [(m, kind, n, t) for m in model.modules() for kind in ("_parameters", "_buffers")
+           for n, t in getattr(m, kind).items()]
     try:
         split = _split(model, args, kwargs, micro_batch_size, training, name, meta=True)
     except (RuntimeError, NotImplementedError) as exc:
+        for module, kind, n, t in own:
+            getattr(module, kind)[n] = t
         if "meta" not in str(exc):
             raise
         ops.marks["checkpoints"] = checkpoints
