@@ -329,6 +329,13 @@ def op_cycles(rec: OpRecord, ctx: TileContext) -> Cycles:
         return Cycles(amp, count * (ctx.sync_cycles + ctx.compute_set_cycles))
     if rec.kind == "data" and rec.elements_written == 0:
         return Cycles()  # a view: no data moves
+    if rec.kind == "ctc" and rec.matmul_shape:
+        from ipuexp.emulator.ctc import ctc_cycles
+
+        frames, batch, labels = (max(int(x), 1) for x in rec.matmul_shape)
+        compute, exchange = ctc_cycles(frames, batch, labels, ctx.compute_tiles, ctx.workers,
+                                       ctx.exchange_bytes_per_cycle)
+        return Cycles(compute * count, exchange * count)
     return vector_op_cycles(rec, ctx)
 
 

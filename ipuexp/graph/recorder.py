@@ -51,9 +51,15 @@ _IGNORED = {aten.size, aten.sym_size, aten.stride, aten.sym_stride, aten.numel, 
             aten.is_strides_like_format, aten.is_non_overlapping_and_dense, aten.detach}
 
 
+_CTC = {aten._ctc_loss}
+"""The CTC loss: a recurrence over the frames (``emulator.ctc``), not an element-wise pass."""
+
+
 def op_kind(func: Any) -> str:
-    """matmul, conv, elementwise, norm, softmax, reduction, embedding, data or other."""
+    """matmul, conv, elementwise, norm, softmax, reduction, embedding, ctc, data or other."""
     packet = func._overloadpacket
+    if packet in _CTC:
+        return "ctc"
     if func.is_view or packet in _DATA:
         return "data"
     for kind, ops in (("matmul", _MATMUL), ("conv", _CONV), ("norm", _NORM), ("softmax", _SOFTMAX),
@@ -69,7 +75,10 @@ def op_kind(func: Any) -> str:
 
 
 def matmul_shape(packet: Any, args: Tuple[Any, ...], out: Any) -> Optional[List[int]]:
-    """[M, K, N] with any batch folded into M; for convolutions the implicit GEMM of the forward."""
+    """[M, K, N] with any batch folded into M; for convolutions the implicit GEMM of the forward; for the CTC loss
+    its problem, [frames, batch, label symbols]."""
+    if packet in _CTC:  # log_probs [T, B, C], targets [B, L]
+        return [int(args[0].shape[0]), int(args[0].shape[1]), int(args[1].shape[-1])]
     if packet in (aten.mm, aten.bmm):
         a, b = args[0].shape, args[1].shape
     elif packet in (aten.addmm, aten.baddbmm):
@@ -179,7 +188,7 @@ class OpRecorder(TorchDispatchMode):
         kind = op_kind(func)
         aliasing = func.is_view or packet in _ALIASING
         flops = int(flop_registry[packet](*args, **kwargs, out_val=out)) if packet in flop_registry else 0
-        mnk = matmul_shape(packet, args, out) if kind in ("matmul", "conv") else None
+        mnk = matmul_shape(packet, args, out) if kind in ("matmul", "conv", "ctc") else None
         flat_out, _ = tree_flatten(out)
         first = next((t for t in flat_out if isinstance(t, torch.Tensor)), None)
         key = (str(packet), tuple(mnk) if mnk else None, tuple(first.shape) if first is not None else ())

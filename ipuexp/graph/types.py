@@ -22,7 +22,7 @@ class OpRecord:
     op: str
     """aten op name, e.g. ``aten.mm``."""
     kind: str
-    """matmul, conv, elementwise, norm, softmax, reduction, embedding, data (views/copies) or other."""
+    """matmul, conv, elementwise, norm, softmax, reduction, embedding, ctc, data (views/copies) or other."""
     phase: str
     """fwd or bwd."""
     count: int
@@ -34,7 +34,8 @@ class OpRecord:
     elements_written: int
     """Output elements written by all occurrences."""
     matmul_shape: Optional[List[int]] = None
-    """[M, K, N] (batch folded into M) for matmul/conv records, for plan efficiency."""
+    """[M, K, N] (batch folded into M) for matmul/conv records, for plan efficiency; [frames, batch, labels] for the
+    CTC loss."""
 
 
 @dataclass

@@ -175,3 +175,26 @@ def test_what_a_family_cannot_do_is_one_line(config, task, fields, message):
     with pytest.raises(ValueError) as err:
         _meta(_cfg(config, task, **fields))
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+@pytest.mark.parametrize("training", [True, False])
+def test_every_family_predicts_training_and_inference(name, training, tmp_path):
+    from ipuexp.config.compose import load_experiment
+    from ipuexp.runner.evaluation import evaluate
+
+    config, task, fields, _published, enc, dec, _stages = FAMILIES[name]
+    overrides = [f"model.{k}={v}" if k != "target_length" else f"model.hf.target_length={v}"
+                 for k, v in fields.items()]
+    layers = enc + dec
+    split = [layers // 4 + (1 if i < layers % 4 else 0) for i in range(4)]
+    exp = load_experiment("model=hf", f"model.hf.config={config}", f"model.hf.task={task}", *overrides,
+                          f"options.pipeline.layers_per_ipu=[{','.join(map(str, split))}]",
+                          "options.gradient_accumulation=16", "options.device_iterations=4",
+                          f"training={str(training).lower()}")
+    result = evaluate(exp, cache_dir=str(tmp_path)).result
+    assert result.throughput.samples_per_s > 0 and len(result.memory.ipus) == 4
+    # inference keeps no gradients and no optimizer state; training keeps both
+    for ipu in result.memory.ipus:
+        kept = ipu.breakdown["gradient_accumulators"] + ipu.breakdown["optimizer_state"]
+        assert (kept > 0) == (training and ipu.breakdown["weights"] > 0), ipu
