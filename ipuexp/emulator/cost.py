@@ -323,6 +323,11 @@ def op_cycles(rec: OpRecord, ctx: TileContext) -> Cycles:
         if rec.matmul_shape:
             m, k, n = (max(int(x), 1) for x in rec.matmul_shape)
             a, b, batch, products = matmul_operands(rec, m, k, n)
+            if rec.kind == "conv" and n == 1:  # one output channel per group: the vertical-MAC method
+                from ipuexp.emulator.vmac import vmac_cycles
+
+                compute, exchange = vmac_cycles(m, k, products, a + b, ctx)
+                return Cycles(compute * count, exchange * count)
             plan = plan_matmul(m, k, n, round(a), round(b), batch, ctx)
             return Cycles(plan.compute_cycles * products * count, plan.exchange_cycles * products * count)
         amp = rec.flops / (ctx.compute_tiles * ctx.flops_per_cycle * ctx.amp_efficiency)

@@ -74,6 +74,14 @@ def op_kind(func: Any) -> str:
     return "other"
 
 
+def grouped_backward_flops(mnk: List[int], output_mask: Any) -> int:
+    """FLOPs of a grouped convolution's backward: one [M, K, N] product (groups folded into M) per gradient it
+    computes, input and weight. PyTorch's flop counter (``conv_backward_flop``) counts a grouped convolution's input
+    gradient as if it had one group, ``groups`` times too many: 513x the forward for ConvNeXt's depthwise layers."""
+    m, k, n = mnk
+    return 2 * m * k * n * sum(1 for computed in list(output_mask)[:2] if computed)
+
+
 def matmul_shape(packet: Any, args: Tuple[Any, ...], out: Any) -> Optional[List[int]]:
     """[M, K, N] with any batch folded into M; for convolutions the implicit GEMM of the forward; for the CTC loss
     its problem, [frames, batch, label symbols]."""
@@ -189,6 +197,8 @@ class OpRecorder(TorchDispatchMode):
         aliasing = func.is_view or packet in _ALIASING
         flops = int(flop_registry[packet](*args, **kwargs, out_val=out)) if packet in flop_registry else 0
         mnk = matmul_shape(packet, args, out) if kind in ("matmul", "conv", "ctc") else None
+        if packet is aten.convolution_backward and int(args[9]) > 1 and mnk:
+            flops = grouped_backward_flops(mnk, args[10])
         flat_out, _ = tree_flatten(out)
         first = next((t for t in flat_out if isinstance(t, torch.Tensor)), None)
         key = (str(packet), tuple(mnk) if mnk else None, tuple(first.shape) if first is not None else ())

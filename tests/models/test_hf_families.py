@@ -4,6 +4,8 @@ between them, the parameter count against the published size, and the captured F
 ``torch.utils.flop_counter`` on the same Transformers model's own forward and backward."""
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -109,6 +111,19 @@ def test_lxmert_carries_both_streams_to_its_cross_modality_layers():
     assert [MB, 36, 2048] in shapes and [MB, 36, 4] in shapes
 
 
+def _conv_backward(grad_out_shape, x_shape, w_shape, *args, out_shape=None, **kwargs) -> int:
+    """torch's formula for a convolution's backward, but for a grouped convolution (Wav2Vec2's positional one,
+    ConvNeXt's depthwise ones), whose input gradient torch counts as if ungrouped: one product per gradient."""
+    from torch.utils.flop_counter import conv_backward_flop
+
+    groups, output_mask = args[6], args[7]
+    if groups == 1:
+        return conv_backward_flop(grad_out_shape, x_shape, w_shape, *args, out_val=out_shape, **kwargs)
+    positions = math.prod(grad_out_shape[2:])
+    one = 2 * x_shape[0] * positions * math.prod(w_shape[1:]) * w_shape[0]
+    return one * sum(1 for computed in list(output_mask)[:2] if computed)
+
+
 def _reference_flops(cfg: ModelConfig) -> int:
     """FLOPs of the Transformers model's own forward (with labels) and backward, on meta tensors."""
     from torch.utils.flop_counter import FlopCounterMode
@@ -127,7 +142,7 @@ def _reference_flops(cfg: ModelConfig) -> int:
             labels["labels"] = torch.zeros((MB, cfg.sequence_length), dtype=torch.int64)
     from ipuexp.models.hf_chain import one_sequence_per_sample
 
-    counter = FlopCounterMode(display=False)
+    counter = FlopCounterMode(display=False, custom_mapping={torch.ops.aten.convolution_backward: _conv_backward})
     with counter, one_sequence_per_sample():
         if cfg.hf.task == "ctc":
             out = model(**named, return_dict=True)
