@@ -57,6 +57,9 @@ _PASSES = {
     "embedding": 1.5,     # multiSlice: ~1 cycle per element + per-row offsets (getMultiSliceCycleEstimate)
     "other": 1.0,
 }
+POWER_CYCLES_HALF, POWER_CYCLES_FLOAT = 325, 312
+"""PopLibs ``lib/popops/popopsCycleEstimators.hpp``, ``BinaryOpType::POWER``: {325, false, 1} for half, {312, false,
+1} for float: one element per inner loop, no vector width ("Power instruction not used": exp(b log a))."""
 TRANSCENDENTAL_PASSES = 1.0
 """Extra pass of a transcendental (GELU, exp, tanh, ...): no public cycle figure; one more vector pass."""
 _SUPERSTEPS = {"norm": 2, "norm_bwd": 3, "softmax": 2, "softmax_bwd": 2, "reduction": 2, "embedding": 2}
@@ -334,6 +337,12 @@ def op_cycles(rec: OpRecord, ctx: TileContext) -> Cycles:
         return Cycles(amp, count * (ctx.sync_cycles + ctx.compute_set_cycles))
     if rec.kind == "data" and rec.elements_written == 0:
         return Cycles()  # a view: no data moves
+    if rec.kind == "power":
+        # popopsCycleEstimators.hpp: POWER is not vectorised, 325 cycles per half element (312 float) per
+        # worker, the six workers sharing a tile's elements: that many tile cycles per element
+        per_element = POWER_CYCLES_HALF if ctx.activation_bytes == 2 else POWER_CYCLES_FLOAT
+        compute = rec.elements_written * per_element / ctx.compute_tiles
+        return Cycles(compute, count * (ctx.sync_cycles + ctx.compute_set_cycles))
     if rec.kind == "ctc" and rec.matmul_shape:
         from ipuexp.emulator.ctc import ctc_cycles
 

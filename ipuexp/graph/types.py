@@ -22,7 +22,8 @@ class OpRecord:
     op: str
     """aten op name, e.g. ``aten.mm``."""
     kind: str
-    """matmul, conv, elementwise, norm, softmax, reduction, embedding, ctc, data (views/copies) or other."""
+    """matmul, conv, elementwise, norm, softmax, reduction, embedding, ctc, power (PopLibs' element-at-a-time
+    POWER), data (views/copies) or other."""
     phase: str
     """fwd or bwd."""
     count: int

@@ -81,7 +81,7 @@ def test_generalisation_on_the_full_table(report):
     vit = next(o for o in rep.outcomes if o.row.id == UNEXPLAINED)
     assert 30.0 < vit.error < 60.0  # the gap docs/emulator.md describes
     gpt2 = next(o for o in rep.outcomes if o.row.id == GPT2)
-    assert 100.0 < gpt2.error < 250.0
+    assert 30.0 < gpt2.error < 60.0  # gelu_new's pow at PopLibs' POWER rate closes most of the old +160%
 
 
 @pytest.mark.slow
