@@ -106,10 +106,10 @@ def check_optimiser(cfg: ConfigNode, overrides: List[str]) -> None:
     from hydra.utils import instantiate
 
     from ipuexp.sweeps.optuna_checks import check_sampler, check_settings
-    from ipuexp.sweeps.optuna_space import directions, grid, space
+    from ipuexp.sweeps.optuna_space import directions, grid, objectives_of, space
 
     check_settings(sweeper)
-    directions(list(sweeper.objectives), sweeper.direction)
+    directions(objectives_of(sweeper.objectives, own=True), sweeper.direction)
     params = [f"{k}={v}" for k, v in (sweeper.params or {}).items()]
     trial_space = space(params + [o for o in overrides if not o.startswith("hydra")])
     is_grid = str(sweeper.sampler.get("_target_", "")).endswith("GridSampler")
