@@ -32,8 +32,14 @@ class OptunaSweeper(Sweeper):
                                                                 task_function=task_function)
 
     def sweep(self, arguments: List[str]) -> None:
+        import logging
+
+        from hydra_plugins.ipuexp.optuna_name import installed_too
         from ipuexp.sweeps.optuna_study import run_study
 
+        both = installed_too()
+        if both:
+            logging.getLogger(__name__).info(both)
         run_study(self, arguments)
 
 
