@@ -150,7 +150,7 @@ def main(argv: Optional[List[str]] = None) -> None:
 
                 check_optimiser(cfg, overrides)
                 check_launcher(cfg.hydra.launcher)
-                others += search_space_points(cfg, first)
+                others += search_space_points(cfg, first, overrides)
             from ipuexp.config.swept_values import check_points
 
             check_points(cfg, first, others, lambda point: preflight(point, rules=False))
