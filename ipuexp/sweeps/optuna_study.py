@@ -60,11 +60,12 @@ def run_study(sweeper: Any, arguments: List[str]) -> None:
     objectives = objectives_of(sweeper.objectives, own)
     dirs = directions(objectives, sweeper.direction)
     max_failure_rate = sweeper.max_failure_rate if sweeper.max_failure_rate is not None else 1.0 if own else 0.0
-    name = sweeper.study_name or (_default_name(config) if sweeper.storage else None)
+    name = sweeper.study_name or (_default_name(config) if sweeper.storage and own else None)
     study = optuna.create_study(study_name=name, storage=sweeper.storage, directions=dirs, load_if_exists=True,
                                 sampler=optuna.samplers.RandomSampler())  # replaced once the trials are counted
-    done = _resume(study, trial_space, objectives, dirs)
-    sampler, n_trials = _sampler(sweeper.sampler, trial_space, sweeper.n_trials, len(study.trials))
+    # Another Hydra app's stored study, as hydra-optuna-sweeper keeps it: n_trials more trials each run.
+    done = _resume(study, trial_space, objectives, dirs) if own else 0
+    sampler, n_trials = _sampler(sweeper.sampler, trial_space, sweeper.n_trials, len(study.trials) if own else 0)
     study.sampler = sampler
     to_run = max(0, n_trials - done)
     log.info(f"Study name: {study.study_name}")
@@ -86,7 +87,7 @@ def run_study(sweeper: Any, arguments: List[str]) -> None:
         while to_run > 0:
             trials = [study.ask() for _ in range(min(sweeper.n_jobs, to_run))]
             overrides = [_overrides(t, trial_space, extend, config) for t in trials]
-            first = _first_job(trials, tally)
+            first = _first_job(trials, tally) if own else tally.done
             for pos, t in enumerate(trials):
                 sub = _subdir(config, first + pos)
                 if sub is not None:

@@ -112,3 +112,14 @@ def test_a_bad_setting_of_a_plain_app_is_one_line(tmp_path):
         lines = [text for text in proc.stderr.splitlines() if text]
         assert len(lines) == 2 and lines[0].startswith(line) and lines[1].startswith("Set the environment variable "
                                                                                     "HYDRA_FULL_ERROR=1"), proc.stderr
+
+
+def test_a_stored_study_of_a_plain_app_gets_n_trials_more_each_run(tmp_path, hydra_restore_singletons):
+    """As hydra-optuna-sweeper: the named study is loaded and runs ``n_trials`` more trials, job folders from 0."""
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    for run in ("one", "two"):
+        (tmp_path / run).mkdir()
+        sweep = _sweep(tmp_path / run, sphere, "basic", ["hydra.sweeper.n_trials=3", f"hydra.sweeper.storage={storage}",
+                                                          "hydra.sweeper.study_name=s"])
+        assert sorted(p.name for p in sweep.iterdir() if p.name.isdigit()) == ["0", "1", "2"]
+    assert len(optuna.load_study(study_name="s", storage=storage).trials) == 6
