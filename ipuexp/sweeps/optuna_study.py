@@ -2,12 +2,13 @@
 ``hydra_plugins.ipuexp.optuna_sweeper``, since Hydra instantiates plugins from ``hydra_plugins`` only).
 
 Optuna is asked for ``n_jobs`` trials at a time; they run as one batch of the launcher, and each job's run metrics
-(``ipuexp.result.Objective.metrics``) give the trial its objective values; another Hydra app's trials are judged by
-what its task function returns, as under hydra-optuna-sweeper (``optuna_tell``). A configuration that does not fit fails
-its job with ``DoesNotFit``: a FAILED trial, the study goes on. With ``storage`` the study lives in that database:
-a rerun with the same ``study_name`` loads it, checks that it has the same search space and objectives, runs again
-the trials an interrupted run left RUNNING and then only as many new ones as ``n_trials`` still lacks. Each job's
-number is its trial's number, so job folder ``N`` is trial ``N`` of the study.
+(``ipuexp.result.Objective.metrics``) give the trial its objective values (another Hydra app's trials are judged by
+what its task function returns, as under hydra-optuna-sweeper: ``optuna_tell``). A configuration that does not fit
+fails its job with ``DoesNotFit``: a FAILED trial, the study goes on. With ``storage`` the study lives in that
+database: a rerun with the same ``study_name`` loads it, checks that it has the same search space and objectives,
+runs again the trials an interrupted run left RUNNING and then only as many new ones as ``n_trials`` still lacks.
+Each job's number is its trial's number, so job folder ``N`` is trial ``N`` of the study. Another Hydra app's stored
+study is kept as hydra-optuna-sweeper keeps it: ``n_trials`` more trials each run.
 
 Every batch goes through ``ipuexp.runner.tally.Tallied``: progress numbered over the study, no table per batch,
 and at the end one summary whose best point is the study's best trial (``optuna_results``).

@@ -8,7 +8,8 @@ from ipuexp.config.sweep_points import search_space_points, sweep_points
 
 
 def _cfg(sweeper: str, params: dict) -> object:
-    return OmegaConf.create({"hydra": {"sweeper": {"params": params}, "runtime": {"choices": {"hydra/sweeper": sweeper}}}})
+    choices = {"hydra/sweeper": sweeper}
+    return OmegaConf.create({"hydra": {"sweeper": {"params": params}, "runtime": {"choices": choices}}})
 
 
 def test_an_optimisation_sweeper_checks_each_ranges_stop() -> None:
