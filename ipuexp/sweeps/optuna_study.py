@@ -94,7 +94,8 @@ def run_study(sweeper: Any, arguments: List[str]) -> None:
                 if sub is not None:
                     t.set_user_attr(JOB_DIR_ATTR, str(sweep_dir.resolve() / sub))
             returns = launcher.launch(overrides, initial_job_idx=first)
-            tell(study, trials, returns, objectives, max_failure_rate)
+            for pos, why in tell(study, trials, returns, objectives, max_failure_rate):
+                tally.refuse(first + pos, why)
             to_run -= len(trials)
     except BaseException:
         tally.print(title)

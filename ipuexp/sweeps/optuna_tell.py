@@ -8,7 +8,7 @@ plugin's message.
 from __future__ import annotations
 
 import logging
-from typing import Any, List, Sequence
+from typing import Any, List, Sequence, Tuple
 
 log = logging.getLogger("ipuexp.sweeps.optuna_study")
 
@@ -23,19 +23,24 @@ def own_jobs(config: Any) -> bool:
 
 
 def tell(study: Any, trials: Sequence[Any], returns: Sequence[Any], objectives: Sequence[str],
-         max_failure_rate: float) -> None:
+         max_failure_rate: float) -> List[Tuple[int, str]]:
     """Tell the study each trial's values, or that it failed; stop the study when more than ``max_failure_rate``
-    of the batch failed, raising the first failed job's own error."""
+    of the batch failed, raising the first failed job's own error. Returns the batch positions of jobs that
+    finished but whose values the study could not take, with why (the sweep's table lists them as failed)."""
+    from hydra.core.utils import JobStatus
     from optuna.trial import TrialState
 
     failed: List[Any] = []
-    for trial, ret in zip(trials, returns):
+    refused: List[Tuple[int, str]] = []
+    for pos, (trial, ret) in enumerate(zip(trials, returns)):
         try:
             values = _values(ret.return_value, objectives, len(study.directions))
         except Exception as err:  # the job's own error (DoesNotFit for a configuration that does not fit)
             told(study, trial, state=TrialState.FAIL)
             log.warning(f"Failed experiment: {err}")
             failed.append(ret)
+            if ret.status == JobStatus.COMPLETED:
+                refused.append((pos, " ".join(str(err).split())))
             continue
         told(study, trial, values=values)
     if failed and len(failed) / len(returns) > max_failure_rate:
@@ -43,6 +48,7 @@ def tell(study: Any, trials: Sequence[Any], returns: Sequence[Any], objectives: 
                   f"hydra.sweeper.max_failure_rate={max_failure_rate}")
         for ret in failed:
             ret.return_value  # raises a failed job's error; a value that was no number goes on, as in Hydra's plugin
+    return refused
 
 
 _STOP_OUTSIDE_OPTIMIZE = "`Study.stop` is supposed to be invoked inside an objective function or a callback."

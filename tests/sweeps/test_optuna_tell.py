@@ -70,3 +70,11 @@ def test_a_grid_whose_last_trial_fails_is_told_without_error() -> None:
         trial.suggest_categorical("x", [0, 1])
         optuna_tell.told(study, trial, state=TrialState.FAIL)
     assert [t.state for t in study.trials] == [TrialState.FAIL] * 2
+
+
+def test_a_finished_job_whose_value_the_study_refuses_is_named() -> None:
+    """The sweep's table lists such a job as failed, not done (``Tally.refuse``)."""
+    study = optuna.create_study(directions=["minimize", "minimize"])
+    trials = [study.ask() for _ in range(2)]
+    refused = optuna_tell.tell(study, trials, [_job((1, 2)), _job(3.0)], [], max_failure_rate=1.0)
+    assert refused == [(1, "Return value must be a list or tuple of float-castable values. Got '3.0'.")]
