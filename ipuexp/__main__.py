@@ -106,10 +106,10 @@ def check_optimiser(cfg: ConfigNode, overrides: List[str]) -> None:
     from hydra.utils import instantiate
 
     from ipuexp.sweeps.optuna_checks import check_sampler, check_settings
-    from ipuexp.sweeps.optuna_space import directions, grid, space
+    from ipuexp.sweeps.optuna_space import directions, grid, objectives_of, space
 
     check_settings(sweeper)
-    directions(list(sweeper.objectives), sweeper.direction)
+    directions(objectives_of(sweeper.objectives, own=True), sweeper.direction)
     params = [f"{k}={v}" for k, v in (sweeper.params or {}).items()]
     trial_space = space(params + [o for o in overrides if not o.startswith("hydra")])
     is_grid = str(sweeper.sampler.get("_target_", "")).endswith("GridSampler")
@@ -150,7 +150,7 @@ def main(argv: Optional[List[str]] = None) -> None:
 
                 check_optimiser(cfg, overrides)
                 check_launcher(cfg.hydra.launcher)
-                others += search_space_points(cfg, first)
+                others += search_space_points(cfg, first, overrides)
             from ipuexp.config.swept_values import check_points
 
             check_points(cfg, first, others, lambda point: preflight(point, rules=False))
@@ -179,6 +179,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     except ConfigError as err:  # a setting only the sweeper can check (a stored study's search space)
         if not multirun:
             raise
+        if _job_failed(err):  # a job's own ConfigError, as its JobFailedError: told like any failed job (below)
+            _failed_sweep(err, optimiser)
         if not optimiser:
             print(str(err), file=sys.stderr)
             sys.exit(1)
@@ -187,17 +189,26 @@ def main(argv: Optional[List[str]] = None) -> None:
     except Exception as err:
         from hydra.errors import CompactHydraException
 
-        from ipuexp.runner.errors import JobFailedError
-        from ipuexp.sweeps.optuna_results import NoTrialCompleted
-
         if not multirun or not isinstance(err, CompactHydraException):
             raise
-        # A grid sweep's failed point: the sweep's summary has listed it with its log file; exit 1 without the
-        # error again. A study without a completed trial, or a failed trial it stops on
-        # (hydra.sweeper.max_failure_rate): its one line, as Hydra prints it.
-        if not (isinstance(err, JobFailedError) and not optimiser):
-            print(f"ipuexp: {err}" if isinstance(err, NoTrialCompleted) else str(err), file=sys.stderr)
-        sys.exit(1)
+        _failed_sweep(err, optimiser)
+
+
+def _job_failed(err: BaseException) -> bool:
+    from ipuexp.runner.errors import JobFailedError
+
+    return isinstance(err, JobFailedError)
+
+
+def _failed_sweep(err: BaseException, optimiser: bool) -> None:
+    """A grid sweep's failed point: the sweep's summary has listed it with its log file; exit 1 without the error
+    again. A study without a completed trial, or a failed trial it stops on (hydra.sweeper.max_failure_rate): its
+    one line, as Hydra prints it."""
+    from ipuexp.sweeps.optuna_results import NoTrialCompleted
+
+    if not (_job_failed(err) and not optimiser):
+        print(f"ipuexp: {err}" if isinstance(err, NoTrialCompleted) else str(err), file=sys.stderr)
+    sys.exit(1)
 
 
 _UNKNOWN = object()

@@ -14,9 +14,10 @@ class OptunaSweeper(Sweeper):
     """Asks Optuna for ``n_jobs`` trials at a time, launches them as jobs and tells it what each returned."""
 
     def __init__(self, sampler: Any, objectives: Any, direction: Any, storage: Optional[str],
-                 study_name: Optional[str], n_trials: int, n_jobs: int, max_failure_rate: float, params: Any,
-                 custom_search_space: Optional[str]) -> None:
-        self.sampler, self.objectives, self.direction = sampler, list(objectives), direction
+                 study_name: Optional[str], n_trials: int, n_jobs: int, max_failure_rate: Optional[float],
+                 params: Any, custom_search_space: Optional[str], search_space: Any = None) -> None:
+        self.sampler, self.objectives, self.direction = sampler, objectives, direction
+        self.search_space = search_space
         self.storage, self.study_name = storage, study_name
         self.n_trials, self.n_jobs, self.max_failure_rate = n_trials, n_jobs, max_failure_rate
         self.params, self.custom_search_space = params, custom_search_space
@@ -31,8 +32,14 @@ class OptunaSweeper(Sweeper):
                                                                 task_function=task_function)
 
     def sweep(self, arguments: List[str]) -> None:
+        import logging
+
+        from hydra_plugins.ipuexp.optuna_name import installed_too
         from ipuexp.sweeps.optuna_study import run_study
 
+        both = installed_too()
+        if both:
+            logging.getLogger(__name__).info(both)
         run_study(self, arguments)
 
 

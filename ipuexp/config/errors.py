@@ -4,9 +4,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Optional
 
+from hydra.errors import CompactHydraException
 
-class ConfigError(ValueError):
-    """A configuration value that cannot run. ``str()`` is the one line shown to the user."""
+
+class ConfigError(CompactHydraException, ValueError):
+    """A configuration value that cannot run. ``str()`` is the one line shown to the user: Hydra prints a compact
+    exception without its traceback, so a Hydra app that is not ``python -m ipuexp`` (a plugin's setting, checked
+    when its sweep starts) shows that line too."""
 
     def __init__(self, key: str, value: Any, allowed: str):
         self.key, self.value, self.allowed = key, value, allowed

@@ -3,7 +3,7 @@ first point, then that point with one swept key set to each of its other values)
 the values of its search space."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List
+from typing import TYPE_CHECKING, Any, List, Sequence
 
 if TYPE_CHECKING:
     from ipuexp.config.types import ConfigNode
@@ -76,13 +76,27 @@ def _config_loader() -> Any:
     return ConfigLoaderImpl(config_search_path=create_config_search_path(CONF_PATH))
 
 
-def search_space_points(cfg: ConfigNode, first: List[str]) -> List[List[str]]:
+def search_space_points(cfg: ConfigNode, first: List[str], overrides: Sequence[str] = ()) -> List[List[str]]:
     """For an optimisation sweeper, the first point with each value of ``hydra.sweeper.params`` (a preset's or a
     quoted command-line search space) that the command line does not replace: Hydra's basic sweeper's params
-    are the command line's sweeps once the sweep starts, an optimisation sweeper's are its search space."""
-    params = cfg.hydra.sweeper.get("params") if "sweeper" in cfg.hydra else None
-    if not params or cfg.hydra.runtime.choices.get("hydra/sweeper") in GRID_SWEEPERS:
+    are the command line's sweeps once the sweep starts, an optimisation sweeper's are its search space. And the
+    first point with each range's stop, which ipuexp's Optuna sweeper samples too (as hydra-optuna-sweeper reads
+    ``range``), though Hydra's list of a range's values ends before it."""
+    if "sweeper" not in cfg.hydra or cfg.hydra.runtime.choices.get("hydra/sweeper") in GRID_SWEEPERS:
         return []
+    params = cfg.hydra.sweeper.get("params") or {}
     given = {o.split("=", 1)[0].lstrip("+~") for o in first}
     space = [f"{k}={v}" for k, v in params.items() if str(k) not in given]
-    return [first + [value] for point in sweep_points(space) for value in point] if space else []
+    points = [first + [value] for point in sweep_points(space) for value in point] if space else []
+    return points + _range_stops(first, list(overrides) + space)
+
+
+def _range_stops(first: List[str], overrides: List[str]) -> List[List[str]]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    points = []
+    for override in OverridesParser.create().parse_overrides(overrides):
+        if override.is_range_sweep() and not override.value().shuffle:
+            key = override.get_key_element()
+            points.append([o for o in first if o.split("=", 1)[0] != key] + [f"{key}={override.value().stop}"])
+    return points

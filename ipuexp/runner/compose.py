@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ipuexp.runner.errors import JobFailedError
+from ipuexp.runner.errors import JobFailedError, job_error
 
 if TYPE_CHECKING:
     from ipuexp.config.types import ConfigNode
@@ -25,4 +25,4 @@ def compose_error(exc: Exception) -> JobFailedError:
     """The one-line failure of a job whose configuration could not be composed."""
     from ipuexp.config.errors import from_omegaconf
 
-    return JobFailedError(str(from_omegaconf(exc)), type(exc).__name__, "", None, config_error=True)
+    return job_error(exc, str(from_omegaconf(exc)), config_error=True)

@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ipuexp.runner.errors import JobFailedError, describe, failed_return
+from ipuexp.runner.errors import JobFailedError, describe, failed_return, job_error
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ def ray_error(ray: Any, exc: Exception, attempts: int) -> JobFailedError:
     if isinstance(exc, ray.exceptions.RayTaskError):  # raised outside the task function (run_job itself)
         cause = getattr(exc, "cause", None)
         msg = describe(cause) if cause is not None else _first_line(exc)
-        return JobFailedError(msg, type(cause).__name__ if cause else "RayTaskError", str(exc))
+        return job_error(cause, msg, str(exc)) if cause is not None else JobFailedError(msg, "RayTaskError", str(exc))
     if isinstance(exc, ray.exceptions.OutOfMemoryError):
         return JobFailedError("killed by Ray's memory monitor: the host ran out of memory", "OutOfMemoryError",
                               str(exc))

@@ -1,7 +1,7 @@
 """How a failed sweep job reaches the driver: one line, whatever the worker raised."""
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import CompactHydraException
@@ -10,13 +10,19 @@ from hydra.errors import CompactHydraException
 class JobFailedError(CompactHydraException):
     """A sweep job that raised (or whose worker died). ``str()`` is the one line shown to the user.
 
-    It replaces the job's own exception in its ``JobReturn`` because exceptions do not keep their traceback
-    across processes and some cannot be unpickled at all; the type name, message and remote traceback travel
-    as plain text instead, and Hydra prints a compact exception as one line.
+    Exceptions do not keep their traceback across processes and some cannot be unpickled at all, so the type name,
+    message and remote traceback travel as plain text. :func:`job_error` makes one that is also an instance of the
+    job's own exception type, so ``except ZeroDivisionError`` around ``JobReturn.return_value`` works as under
+    Hydra's basic launcher, while Hydra still prints it as one line.
     """
 
     def __init__(self, message: str, error_type: str = "", remote_traceback: str = "",
                  log_file: Optional[str] = None, config_error: bool = False):
+        self._fill(message, error_type, remote_traceback, log_file, config_error)
+        super().__init__(message)
+
+    def _fill(self, message: str, error_type: str, remote_traceback: str, log_file: Optional[str],
+              config_error: bool) -> None:
         self.message = message
         """The job's error message (a ConfigError's one line as it is)."""
         self.error_type = error_type
@@ -27,11 +33,40 @@ class JobFailedError(CompactHydraException):
         """The job's Hydra log file, which holds the traceback too."""
         self.config_error = config_error
         """True when the job rejected its configuration (ipuexp ConfigError)."""
-        super().__init__(message)
+
+    def __str__(self) -> str:  # the one line, whatever the job's own type prints (KeyError quotes its argument)
+        return self.message
 
     def __reduce__(self) -> Tuple[Any, ...]:
-        return (JobFailedError, (self.message, self.error_type, self.remote_traceback, self.log_file,
-                                 self.config_error))
+        kind = getattr(type(self), "_job_type", None)
+        return (_rebuild, (kind, self.message, self.error_type, self.remote_traceback, self.log_file,
+                           self.config_error))
+
+
+_LIKE: Dict[type, type] = {}
+"""The JobFailedError subclass made for each exception type a job raised."""
+
+
+def job_error(exc: BaseException, message: str, remote_traceback: str = "", log_file: Optional[str] = None,
+              config_error: bool = False) -> JobFailedError:
+    """A JobFailedError that is also an instance of ``exc``'s type when that type allows it (a type whose
+    constructor or layout does not, or a BaseException outside Exception, gives a plain JobFailedError)."""
+    return _rebuild(type(exc), message, type(exc).__name__, remote_traceback, log_file, config_error)
+
+
+def _rebuild(kind: Optional[type], message: str, error_type: str, remote_traceback: str, log_file: Optional[str],
+             config_error: bool) -> JobFailedError:
+    if kind is not None and issubclass(kind, Exception) and not issubclass(kind, JobFailedError):
+        try:
+            cls = _LIKE.get(kind) or _LIKE.setdefault(kind, type(kind.__name__, (JobFailedError, kind), {
+                "__module__": kind.__module__, "__qualname__": kind.__qualname__, "_job_type": kind}))
+            err = cls.__new__(cls, message)
+            err._fill(message, error_type, remote_traceback, log_file, config_error)
+            err.args = (message,)
+            return err
+        except Exception:  # e.g. two exception types whose C layouts differ
+            pass
+    return JobFailedError(message, error_type, remote_traceback, log_file, config_error)
 
 
 class DoesNotFit(CompactHydraException):

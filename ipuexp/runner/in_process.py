@@ -27,7 +27,7 @@ def launch(*, hydra_context: Any, task_function: Any, config: ConfigNode, job_ov
     """Run ``job_overrides`` here; return their JobReturns in order. ``why`` says why not on Ray (logged)."""
     from hydra.core.utils import JobStatus, configure_log, run_job, setup_globals
 
-    from ipuexp.runner.worker import JobTiming, Timed, failure
+    from ipuexp.runner.worker import JobTiming, TaskTimer, failure
 
     setup_globals()
     configure_log(config.hydra.hydra_logging, config.hydra.verbose)
@@ -49,12 +49,13 @@ def launch(*, hydra_context: Any, task_function: Any, config: ConfigNode, job_ov
             else:
                 compose_s.append(time.perf_counter() - t)
                 t = time.perf_counter()
-                task = Timed(task_function)
-                ret = SweepReturn.of(run_job(hydra_context=hydra_context, task_function=task, config=job_config,
-                                             job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir"))
+                timer = TaskTimer(hydra_context)
+                ret = SweepReturn.of(run_job(hydra_context=timer.hydra_context, task_function=task_function,
+                                             config=job_config, job_dir_key="hydra.sweep.dir",
+                                             job_subdir_key="hydra.sweep.subdir"))
                 if ret.status == JobStatus.FAILED:  # while the job's log file is still open
                     ret.return_value = failure(ret._return_value, console=False)
-                ret.timing = JobTiming(worker_s=time.perf_counter() - t, task_s=task.seconds)
+                ret.timing = JobTiming(worker_s=time.perf_counter() - t, task_s=timer.seconds)
             configure_log(config.hydra.hydra_logging, config.hydra.verbose)
             results.append(ret)
             log.info(progress.line(idx, ret))

@@ -67,6 +67,13 @@ class Tally:
                                      [getattr(r, "timing", None) for r in self.returns])
         summary.print_summary(self.outcomes, title=title, timing=timing, top=top, source=source, notes=notes)
 
+    def refuse(self, idx: int, why: str) -> None:
+        """Job ``idx`` finished, but the sweeper could not use what it returned (an optimisation sweeper's trial
+        failed): the table lists it as failed, with ``why``."""
+        for o in self.outcomes:
+            if o.idx == idx and o.status == summary.DONE:
+                o.status, o.error = summary.FAILED, why
+
     def first_failure(self) -> Optional[BaseException]:
         """The error of the first job that failed (not an out-of-memory point), for the sweep to end with."""
         for ret, o in zip(self.returns, self.outcomes):

@@ -20,7 +20,7 @@ from hydra.core.utils import JobReturn
 
 from ipuexp.models.spec import ModelNode
 from ipuexp.runner import captures
-from ipuexp.runner.errors import DoesNotFit, JobFailedError, SweepReturn, describe, is_config_error
+from ipuexp.runner.errors import DoesNotFit, JobFailedError, SweepReturn, describe, is_config_error, job_error
 
 if TYPE_CHECKING:
     from ipuexp.config.types import ConfigNode
@@ -95,16 +95,16 @@ def execute(sweep_id: str, context_box: List[Any], sweep_config: bytes, capture_
     launch_dir = OmegaConf.select(config, "hydra.runtime.cwd", default=None)
     if launch_dir and os.path.isdir(launch_dir):
         os.chdir(launch_dir)
-    task = Timed(ctx.task_function)
+    timer = TaskTimer(ctx.hydra_context)
     try:
-        ret = run_job(hydra_context=ctx.hydra_context, task_function=task, config=config,
+        ret = run_job(hydra_context=timer.hydra_context, task_function=ctx.task_function, config=config,
                       job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
         if ret.status == JobStatus.FAILED:
             ret.return_value = failure(ret._return_value)
     finally:
         os.chdir(home)
     packed = PackedJobReturn.pack(ret)
-    packed.timing = JobTiming(worker_s=time.perf_counter() - start, task_s=task.seconds)
+    packed.timing = JobTiming(worker_s=time.perf_counter() - start, task_s=timer.seconds)
     return cloudpickle.dumps(packed)
 
 
@@ -118,19 +118,27 @@ class JobTiming:
     """In the task function itself; the rest is Hydra's run_job around it (job folder, .hydra files, logging)."""
 
 
-class Timed:
-    """The task function, timed; Hydra callbacks see it under the task function's name."""
+class TaskTimer:
+    """Times the task function from around it: Hydra's callbacks of the job, whose ``on_job_start`` (after the
+    user's own) starts the clock and ``on_job_end`` (before them) stops it. ``run_job`` calls the task right between
+    the two, and callbacks receive the task function itself, as under Hydra's basic launcher."""
 
-    def __init__(self, fn: Any):
-        functools.update_wrapper(self, fn)
-        self.fn, self.seconds = fn, 0.0
+    def __init__(self, hydra_context: Any):
+        from hydra.types import HydraContext
 
-    def __call__(self, cfg: ConfigNode) -> Any:
-        t = time.perf_counter()
-        try:
-            return self.fn(cfg)
-        finally:
-            self.seconds = time.perf_counter() - t
+        self.callbacks, self.seconds, self._start = hydra_context.callbacks, 0.0, 0.0
+        self.hydra_context = HydraContext(config_loader=hydra_context.config_loader, callbacks=self)
+
+    def on_job_start(self, **kwargs: Any) -> None:
+        self.callbacks.on_job_start(**kwargs)
+        self._start = time.perf_counter()
+
+    def on_job_end(self, **kwargs: Any) -> None:
+        self.seconds = time.perf_counter() - self._start
+        self.callbacks.on_job_end(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:  # the run's and multirun's hooks, as they are
+        return getattr(self.callbacks, name)
 
 
 class PackedJobReturn(SweepReturn):
@@ -190,7 +198,7 @@ def failure(exc: BaseException, console: bool = True) -> JobFailedError:
     elif handler is not None:
         handler.handle(log.makeRecord(log.name, logging.ERROR, __file__, 0, msg, args, None))
     log_file = handler.baseFilename if handler is not None else None
-    return JobFailedError(describe(exc), type(exc).__name__, text, log_file, is_config_error(exc))
+    return job_error(exc, describe(exc), text, log_file, is_config_error(exc))
 
 
 def _job_log_handler() -> Optional[logging.FileHandler]:

@@ -1,9 +1,10 @@
 """The basic sweeper's sweep (``hydra/sweeper: ipuexp``, ``hydra_plugins.ipuexp.sweeper.PreflightSweeper``): every
 batch of Hydra's grid run, and one summary of the whole sweep at its end, whatever launcher ran it.
 
-Hydra's ``BasicSweeper`` stops at the first batch with a failed job and leaves any summary to the launcher, batch by
-batch. Here every batch runs, the sweep's table is printed once at its end (``ipuexp.runner.tally``), and a failed
-point then ends the command with its one line (exit status 1).
+As Hydra's ``BasicSweeper``, the sweep stops after the first batch with a failed job (``max_batch_size`` splits the
+sweep into batches; without it the sweep is one batch, so every point runs). The sweep's table is printed once, at
+its end (``ipuexp.runner.tally``), whatever launcher ran the batches, and a failed point then ends the command with
+its one line (exit status 1), raised as the job's own exception type.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def sweep(sweeper: Any, arguments: List[str]) -> Any:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
-    from ipuexp.runner.errors import JobFailedError, describe
+    from ipuexp.runner.errors import JobFailedError, describe, job_error
     from ipuexp.runner.tally import Tallied, Tally, show_summary
 
     assert sweeper.config is not None and sweeper.launcher is not None and sweeper.hydra_context is not None
@@ -32,7 +33,7 @@ def sweep(sweeper: Any, arguments: List[str]) -> Any:
     returns = []
     initial_job_idx = 0
     try:
-        while not sweeper.is_done():
+        while not sweeper.is_done() and tally.first_failure() is None:
             batch = sweeper.get_job_batch()
             returns.append(launcher.launch(batch, initial_job_idx=initial_job_idx))
             initial_job_idx += len(batch)
@@ -42,5 +43,5 @@ def sweep(sweeper: Any, arguments: List[str]) -> Any:
     tally.print(f"Sweep {sweeper.config.hydra.sweep.dir}")
     error = tally.first_failure()
     if error is not None:  # the table lists every failure; the command ends on the first one's line
-        raise error if isinstance(error, JobFailedError) else JobFailedError(describe(error), type(error).__name__)
+        raise error if isinstance(error, JobFailedError) else job_error(error, describe(error))
     return returns

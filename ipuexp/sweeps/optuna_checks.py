@@ -26,9 +26,10 @@ def check_settings(sweeper: Any) -> None:
     _count("hydra.sweeper.n_trials", sweeper.n_trials, "trials the study has when it ends")
     _count("hydra.sweeper.n_jobs", sweeper.n_jobs, "trials handed to the launcher at a time")
     rate = sweeper.max_failure_rate
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate <= 1.0:
-        raise ConfigError("hydra.sweeper.max_failure_rate", rate, "allowed: a number from 0 (stop on the first "
-                          "failed trial) to 1 (go on whatever fails)")
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate <= 1.0):
+        raise ConfigError("hydra.sweeper.max_failure_rate", rate, "allowed: null (the default: 1 for python -m "
+                          "ipuexp, 0 for another Hydra app) or a number from 0 (stop on the first failed trial) to 1 "
+                          "(go on whatever fails)")
     check_storage(sweeper.storage)
     check_custom_search_space(sweeper.custom_search_space)
 
@@ -120,13 +121,6 @@ def check_interval(key: str, start: Any, end: Any, log: bool) -> None:
     if log and start <= 0:
         raise ConfigError(key, shown, "allowed: tag(log, interval(low, high)) with low > 0 (a log scale starts "
                           "above 0)")
-
-
-def check_steps(key: str, shown: str, count: int) -> None:
-    """A range sweep has ``count`` values: at least one."""
-    if count < 1:
-        raise ConfigError(key, shown, "allowed: a range of at least one value (range(a,b) needs b > a for a positive "
-                          "step)")
 
 
 def check_sampler(build: Any, grid_values: Any = None, **extra: Any) -> Any:

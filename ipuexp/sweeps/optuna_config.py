@@ -1,9 +1,11 @@
 """ipuexp's Optuna sweeper settings, registered (by ``hydra_plugins.ipuexp.optuna_sweeper``) as ``hydra/sweeper:
-optuna`` with its samplers as ``hydra/sweeper/sampler: tpe | random | grid | nsgaii | qmc | gp | bruteforce``.
+optuna`` with its samplers as ``hydra/sweeper/sampler: tpe | random | grid | nsgaii | qmc | gp | bruteforce |
+cmaes``.
 
-The settings keep hydra-optuna-sweeper's names (``sampler``, ``direction``, ``storage``, ``study_name``,
-``n_trials``, ``n_jobs``, ``max_failure_rate``, ``params``, ``custom_search_space``) on current Optuna; what
-ipuexp adds is ``objectives``, the run metrics a trial is judged by.
+The settings are hydra-optuna-sweeper 1.2's (``sampler``, ``direction``, ``storage``, ``study_name``, ``n_trials``,
+``n_jobs``, ``max_failure_rate``, ``search_space``, ``params``, ``custom_search_space``) on current Optuna; what
+ipuexp adds is ``objectives``, the run metrics its own jobs are judged by. Where a default differs between ipuexp's
+own jobs and another Hydra app, it is None here and the study picks it (``optuna_study``).
 """
 # No "from __future__ import annotations": Hydra's ConfigStore reads these dataclasses' annotations as types.
 from dataclasses import dataclass, field
@@ -93,17 +95,32 @@ class BruteForceSamplerConf(SamplerConf):
 
 
 @dataclass
+class CmaEsSamplerConf(SamplerConf):
+    """optuna.samplers.CmaEsSampler: CMA-ES over continuous parameters (needs the ``cmaes`` package)."""
+
+    _target_: str = "optuna.samplers.CmaEsSampler"
+    x0: Optional[Dict[str, Any]] = None
+    """Where the search starts (None: the middle of the space)."""
+    sigma0: Optional[float] = None
+    """The search's first step size."""
+    n_startup_trials: int = 1
+    """Trials drawn by the independent sampler first."""
+
+
+@dataclass
 class OptunaSweeperConf:
     _target_: str = "hydra_plugins.ipuexp.optuna_sweeper.OptunaSweeper"
     defaults: List[Any] = field(default_factory=lambda: [{"sampler": "tpe"}])
     sampler: SamplerConf = MISSING
     """The Optuna sampler (``hydra/sweeper/sampler=...``)."""
-    objectives: List[str] = field(default_factory=lambda: ["throughput_samples_per_s"])
-    """Run metrics a trial is judged by: throughput_samples_per_s, step_time_s, mfu, peak_tile_memory_bytes,
-    peak_ipu_memory_bytes. Two or more make a multi-objective study (its Pareto front is the result)."""
+    objectives: Optional[List[str]] = None
+    """ipuexp's jobs: the run metrics a trial is judged by: throughput_samples_per_s (None), step_time_s, mfu,
+    peak_tile_memory_bytes, peak_ipu_memory_bytes; two or more make a multi-objective study (its Pareto front is
+    the result). Another Hydra app: null; its trials are judged by the value(s) its task function returns."""
     direction: Any = None
     """maximize or minimize, one for all objectives or one each; None: each objective's own (throughput and MFU
-    up, step time and memory down)."""
+    up, step time and memory down). Another Hydra app: one direction (None: minimize) for a returned value, a list
+    of one per value for a returned tuple (a multi-objective study)."""
     storage: Optional[str] = None
     """Optuna storage URL (``sqlite:///study.db``): the study is kept there, and a rerun resumes it."""
     study_name: Optional[str] = None
@@ -113,9 +130,12 @@ class OptunaSweeperConf:
     again); fewer under the grid sampler when the grid is smaller."""
     n_jobs: int = 2
     """Trials handed to the launcher at a time."""
-    max_failure_rate: float = 1.0
-    """Share of a batch's trials that may fail (a configuration that does not fit is a failed trial) before the
-    study stops: 1.0 goes on whatever fails."""
+    max_failure_rate: Optional[float] = None
+    """Share of a batch's trials that may fail before the study stops: 1.0 goes on whatever fails. None: 1.0 for
+    ipuexp's jobs (a configuration that does not fit is a failed trial), 0.0 for another Hydra app."""
+    search_space: Optional[Dict[str, Any]] = None
+    """Deprecated (as in hydra-optuna-sweeper): ``NAME: {type: int | float | categorical, low, high, step, log,
+    choices}``, read with a warning when ``params`` is not set."""
     params: Optional[Dict[str, str]] = None
     """The search space in Hydra's override grammar (``choice``, ``range``, ``interval``, ``tag(log, ...)``); the
     command line's sweeps add to it and win."""
@@ -124,5 +144,5 @@ class OptunaSweeperConf:
 
 
 SAMPLERS = {"tpe": TPESamplerConf, "random": RandomSamplerConf, "grid": GridSamplerConf, "nsgaii": NSGAIISamplerConf,
-            "qmc": QMCSamplerConf, "gp": GPSamplerConf, "bruteforce": BruteForceSamplerConf}
+            "qmc": QMCSamplerConf, "gp": GPSamplerConf, "bruteforce": BruteForceSamplerConf, "cmaes": CmaEsSamplerConf}
 """The samplers by their ``hydra/sweeper/sampler`` name."""

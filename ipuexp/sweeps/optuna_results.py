@@ -35,6 +35,9 @@ def write(study: Any, objectives: Sequence[str], path: Path,
     by_job = {o.idx: o for o in outcomes}
     head = {"name": "optuna", "study_name": study.study_name, "objectives": list(objectives),
             "directions": [d.name.lower() for d in study.directions], "n_trials": len(study.trials)}
+    if not objectives:  # another Hydra app: its returned values, named for the summary only
+        del head["objectives"]
+        objectives = ["value"] if len(study.directions) == 1 else [f"value {i}" for i in range(len(study.directions))]
     if len(objectives) == 1:
         best = study.best_trial
         data: Dict[str, Any] = {**head, "best_trial": best.number, "best_params": best.params,
@@ -60,6 +63,20 @@ def write(study: Any, objectives: Sequence[str], path: Path,
     path.parent.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(OmegaConf.create(data), path)
     return top, source, notes
+
+
+def log_best(study: Any) -> None:
+    """The study's best trial (or Pareto front), logged as hydra-optuna-sweeper logs it."""
+    import logging
+
+    log = logging.getLogger("ipuexp.sweeps.optuna_study")
+    if len(study.directions) == 1:
+        log.info(f"Best parameters: {study.best_trial.params}")
+        log.info(f"Best value: {study.best_trial.value}")
+        return
+    log.info(f"Number of Pareto solutions: {len(study.best_trials)}")
+    for t in study.best_trials:
+        log.info(f"    Values: {t.values}, Params: {t.params}")
 
 
 def check_completed(study: Any) -> None:

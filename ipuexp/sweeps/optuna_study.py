@@ -2,11 +2,13 @@
 ``hydra_plugins.ipuexp.optuna_sweeper``, since Hydra instantiates plugins from ``hydra_plugins`` only).
 
 Optuna is asked for ``n_jobs`` trials at a time; they run as one batch of the launcher, and each job's run metrics
-(``ipuexp.result.Objective.metrics``) give the trial its objective values. A configuration that does not fit fails
-its job with ``DoesNotFit``: a FAILED trial, the study goes on. With ``storage`` the study lives in that database:
-a rerun with the same ``study_name`` loads it, checks that it has the same search space and objectives, runs again
-the trials an interrupted run left RUNNING and then only as many new ones as ``n_trials`` still lacks. Each job's
-number is its trial's number, so job folder ``N`` is trial ``N`` of the study.
+(``ipuexp.result.Objective.metrics``) give the trial its objective values (another Hydra app's trials are judged by
+what its task function returns, as under hydra-optuna-sweeper: ``optuna_tell``). A configuration that does not fit
+fails its job with ``DoesNotFit``: a FAILED trial, the study goes on. With ``storage`` the study lives in that
+database: a rerun with the same ``study_name`` loads it, checks that it has the same search space and objectives,
+runs again the trials an interrupted run left RUNNING and then only as many new ones as ``n_trials`` still lacks.
+Each job's number is its trial's number, so job folder ``N`` is trial ``N`` of the study. Another Hydra app's stored
+study is kept as hydra-optuna-sweeper keeps it: ``n_trials`` more trials each run.
 
 Every batch goes through ``ipuexp.runner.tally.Tallied``: progress numbered over the study, no table per batch,
 and at the end one summary whose best point is the study's best trial (``optuna_results``).
@@ -19,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from ipuexp.sweeps import optuna_results
-from ipuexp.sweeps.optuna_space import Space, directions, grid, space
+from ipuexp.sweeps.optuna_space import Space, directions, from_search_space, grid, objectives_of, space
+from ipuexp.sweeps.optuna_tell import own_jobs, tell, told
 from ipuexp.runner.tally import Tallied, Tally, show_summary
 
 if TYPE_CHECKING:
@@ -49,20 +52,27 @@ def run_study(sweeper: Any, arguments: List[str]) -> None:
     _plain_optuna_logging()
     check_settings(sweeper)
     config = sweeper.config
+    own = own_jobs(config)
     params = [f"{k}={v}" for k, v in (sweeper.params or {}).items()]
     trial_space = space(params + list(arguments))
-    dirs = directions(sweeper.objectives, sweeper.direction)
-    name = sweeper.study_name or (_default_name(config) if sweeper.storage else None)
+    for key, d in from_search_space(sweeper.search_space, sweeper.params).items():
+        if key not in trial_space.distributions and key not in trial_space.fixed:
+            trial_space.distributions[key] = d
+    objectives = objectives_of(sweeper.objectives, own)
+    dirs = directions(objectives, sweeper.direction)
+    max_failure_rate = sweeper.max_failure_rate if sweeper.max_failure_rate is not None else 1.0 if own else 0.0
+    name = sweeper.study_name or (_default_name(config) if sweeper.storage and own else None)
     study = optuna.create_study(study_name=name, storage=sweeper.storage, directions=dirs, load_if_exists=True,
                                 sampler=optuna.samplers.RandomSampler())  # replaced once the trials are counted
-    done = _resume(study, trial_space, sweeper.objectives, dirs)
-    sampler, n_trials = _sampler(sweeper.sampler, trial_space, sweeper.n_trials, len(study.trials))
+    # Another Hydra app's stored study, as hydra-optuna-sweeper keeps it: n_trials more trials each run.
+    done = _resume(study, trial_space, objectives, dirs) if own else 0
+    sampler, n_trials = _sampler(sweeper.sampler, trial_space, sweeper.n_trials, len(study.trials) if own else 0)
     study.sampler = sampler
     to_run = max(0, n_trials - done)
     log.info(f"Study name: {study.study_name}")
     log.info(f"Storage: {sweeper.storage}")
     log.info(f"Sampler: {type(sampler).__name__}")
-    log.info(f"Directions: {dirs} ({', '.join(sweeper.objectives)})")
+    log.info(f"Directions: {dirs}" + (f" ({', '.join(objectives)})" if objectives else ""))
     if done and to_run:
         log.info(f"Resumed: {done} of hydra.sweeper.n_trials={n_trials} trials finished before; {to_run} to run")
     elif done:
@@ -78,21 +88,24 @@ def run_study(sweeper: Any, arguments: List[str]) -> None:
         while to_run > 0:
             trials = [study.ask() for _ in range(min(sweeper.n_jobs, to_run))]
             overrides = [_overrides(t, trial_space, extend, config) for t in trials]
-            first = _first_job(trials, tally)
+            first = _first_job(trials, tally) if own else tally.done
             for pos, t in enumerate(trials):
                 sub = _subdir(config, first + pos)
                 if sub is not None:
                     t.set_user_attr(JOB_DIR_ATTR, str(sweep_dir.resolve() / sub))
             returns = launcher.launch(overrides, initial_job_idx=first)
-            _tell(study, trials, returns, sweeper.objectives, sweeper.max_failure_rate)
+            for pos, why in tell(study, trials, returns, objectives, max_failure_rate):
+                tally.refuse(first + pos, why)
             to_run -= len(trials)
     except BaseException:
         tally.print(title)
         raise
     path = sweep_dir / optuna_results.RESULTS
-    top, source, notes = optuna_results.write(study, sweeper.objectives, path, tally.outcomes)
+    top, source, notes = optuna_results.write(study, objectives, path, tally.outcomes)
     tally.print(title, top=top, source=source, notes=notes)
     optuna_results.check_completed(study)
+    if not own:  # what hydra-optuna-sweeper logs of its study
+        optuna_results.log_best(study)
 
 
 def _sampler(sampler: Any, trial_space: Space, n_trials: int, before: int) -> Tuple[Any, int]:
@@ -152,7 +165,7 @@ def _resume(study: Any, trial_space: Space, objectives: Sequence[str], dirs: Seq
         if t.state == TrialState.RUNNING:
             values = _finished_job(t, objectives)
             if values is not None:  # its job ended before the study was told: told now, not evaluated again
-                _told(study, t.number, values=values)
+                told(study, t.number, values=values)
                 done += 1
                 continue
             study.tell(t.number, state=TrialState.FAIL)
@@ -226,56 +239,6 @@ def _first_job(trials: Sequence[Any], tally: Tally) -> int:
     if numbers == list(range(numbers[0], numbers[0] + len(numbers))):
         return numbers[0]
     return max([o.idx + 1 for o in tally.outcomes], default=0)
-
-
-def _tell(study: Any, trials: Sequence[Any], returns: Sequence[Any], objectives: Sequence[str],
-          max_failure_rate: float) -> None:
-    """Tell the study each trial's objective values, or that it failed; stop the study when more than
-    ``max_failure_rate`` of the batch failed (with the first failure's one line)."""
-    from optuna.trial import TrialState
-
-    failed: List[Any] = []
-    for trial, ret in zip(trials, returns):
-        try:
-            values = _values(ret.return_value, objectives)
-        except Exception as err:  # the job's own error (DoesNotFit for a configuration that does not fit)
-            _told(study, trial, state=TrialState.FAIL)
-            log.warning(f"Failed experiment: {err}")
-            failed.append(ret)
-            continue
-        _told(study, trial, values=values)
-    if failed and len(failed) / len(returns) > max_failure_rate:
-        log.error(f"{len(failed)} of {len(returns)} trials failed, more than "
-                  f"hydra.sweeper.max_failure_rate={max_failure_rate}")
-        failed[0].return_value  # raises the job's error
-
-
-_STOP_OUTSIDE_OPTIMIZE = "`Study.stop` is supposed to be invoked inside an objective function or a callback."
-
-
-def _told(study: Any, trial: Any, **outcome: Any) -> None:
-    """``study.tell``. Once its grid is used up, Optuna's grid sampler asks the study to stop, which Optuna allows
-    only inside ``study.optimize`` (optuna issue 4121); the trial is recorded before that, and the sweeper asks no
-    more trials than the grid has, so the request is ignored."""
-    try:
-        study.tell(trial, **outcome)
-    except RuntimeError as err:
-        if str(err) != _STOP_OUTSIDE_OPTIMIZE:
-            raise
-
-
-def _values(value: Any, objectives: Sequence[str]) -> List[float]:
-    """The objective values of what a job returned (an ``ipuexp.result.Objective``; a plain number is the
-    throughput of another task function)."""
-    metrics = getattr(value, "metrics", None)
-    if metrics is None:
-        if list(objectives) != ["throughput_samples_per_s"]:
-            raise ValueError(f"the job returned {value!r}, which holds no {', '.join(objectives)}")
-        return [float(value)]
-    missing = [name for name in objectives if name not in metrics]
-    if missing:
-        raise ValueError(f"the run has no {', '.join(missing)} to judge it by")
-    return [float(metrics[name]) for name in objectives]
 
 
 def _plain_optuna_logging() -> None:

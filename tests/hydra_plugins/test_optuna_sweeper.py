@@ -192,13 +192,16 @@ def test_sweeper_defaults() -> None:
     from hydra.plugins.sweeper import Sweeper
 
     from ipuexp.__main__ import preflight
-    from ipuexp.sweeps.optuna_space import directions
+    from ipuexp.sweeps.optuna_space import directions, objectives_of
+    from ipuexp.sweeps.optuna_tell import own_jobs
 
-    sweeper = preflight(["hydra/sweeper=optuna", "+recipe=bert_base"]).hydra.sweeper
+    cfg = preflight(["hydra/sweeper=optuna", "+recipe=bert_base"])
+    sweeper = cfg.hydra.sweeper
     target = "hydra_plugins.ipuexp.optuna_sweeper.OptunaSweeper"
-    assert sweeper._target_ == target
-    assert list(sweeper.objectives) == ["throughput_samples_per_s"] and sweeper.max_failure_rate == 1.0
-    assert directions(sweeper.objectives, sweeper.direction) == ["maximize"]
+    assert sweeper._target_ == target and own_jobs(cfg)
+    assert sweeper.objectives is None and sweeper.max_failure_rate is None  # the study picks them
+    assert objectives_of(sweeper.objectives, own=True) == ["throughput_samples_per_s"]
+    assert directions(["throughput_samples_per_s"], sweeper.direction) == ["maximize"]
     assert directions(["throughput_samples_per_s", "peak_tile_memory_bytes"], None) == ["maximize", "minimize"]
     assert directions(["step_time_s"], "maximize") == ["maximize"]
     found = {f"{p.__module__}.{p.__name__}" for p in Plugins.instance().discover(Sweeper)}

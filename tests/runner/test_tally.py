@@ -104,3 +104,11 @@ def test_progress_counts_over_the_sweep() -> None:
 def test_sweep_return_keeps_a_completed_value() -> None:
     ret = SweepReturn.of(_ret(["a=0"], 1.5))
     assert ret.return_value == 1.5 and SweepReturn.of(ret) is ret
+
+
+def test_a_finished_job_the_sweeper_refused_is_listed_as_failed() -> None:
+    tally = tally_mod.Tally(total=2, show=False)
+    tally.add([_ret(["a=1"], (1, 2)), _ret(["a=2"], 3.0)], initial_job_idx=0)
+    tally.refuse(0, "Return value must be float-castable. Got '(1, 2)'.")
+    assert [(o.status, o.error) for o in tally.outcomes] == [
+        ("failed", "Return value must be float-castable. Got '(1, 2)'."), ("done", "")]
