@@ -24,6 +24,10 @@ def check_model(cfg: ConfigNode, w: Warnings) -> None:
     for key in ("model.num_layers", "model.num_classes", "model.vocab_size"):
         if value_at(cfg, key) is not None:
             int_at_least(cfg, key, 1)
+    target, name = value_at(cfg, "model.target"), value_at(cfg, "model.name")
+    if target and name != "custom":  # it would be ignored: the zoo's or Transformers' model would be predicted
+        raise ConfigError("model.target", target, f"allowed: null with model.name={name}; add model.name=custom to "
+                          "build the model it names")
     if value_at(cfg, "model.name") == HF:
         one_of(cfg, "model.hf.task", TASKS)
         if importlib.util.find_spec("transformers") is None:
@@ -33,6 +37,7 @@ def check_model(cfg: ConfigNode, w: Warnings) -> None:
         if not value_at(cfg, "model.target"):
             raise ConfigError("model.target", None, "allowed: the dotted path of a callable returning an "
                               "ipuexp.PipelinedModel (required when model.name=custom)")
+        _model_layers(cfg)  # imports and builds it on the meta device: a module or factory that does not work
     else:
         _model_layers(cfg)  # a table look-up for zoo models: checks name, size and overrides
 

@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, Tuple
 
 from ipuexp.models.hf_source import HF
 from ipuexp.models.spec import ModelNode
+from ipuexp.models.time_limit import TARGET_SECONDS, time_limit
 from ipuexp.models.variants import CUSTOM, VARIANTS, resolve
 
 __all__ = ["build_model", "zoo_layers", "zoo_ends", "load_target", "VARIANTS", "Block", "PipelinedModel", "InputSpec"]
@@ -42,9 +43,12 @@ def load_target(target: Any) -> Callable[..., Any]:
         raise ValueError(f"model.target: {target!r} is not a dotted path; allowed: 'package.module.function'")
     allowed = "allowed: an importable 'package.module.function' returning an ipuexp.PipelinedModel"
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"model.target: {target!r} cannot be imported ({exc}); {allowed}") from exc
+        with time_limit(TARGET_SECONDS, f"importing {module_name}"):
+            module = importlib.import_module(module_name)
+    except Exception as exc:  # not only ImportError: a SyntaxError, or whatever the module's own code raises
+        why = f"{type(exc).__name__}: {exc}" if not isinstance(exc, (ImportError, TimeoutError)) else str(exc)
+        raise ValueError(f"model.target: {target!r} cannot be imported ({' '.join(why.split())}); {allowed}") \
+            from exc
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise ValueError(f"model.target: {target!r} is not a callable in module {module_name}; {allowed}")
@@ -63,7 +67,8 @@ def _build_custom(model_cfg: ModelNode) -> Any:
     except (TypeError, ValueError):
         required = []
     try:
-        model = fn(model_cfg) if required else fn()
+        with time_limit(TARGET_SECONDS, f"{target}()"):
+            model = fn(model_cfg) if required else fn()
     except Exception as exc:  # the user's factory failed: report it on one line, keep the cause chained
         raise ValueError(f"model.target: {target!r} raised {type(exc).__name__}: {exc}; "
                          "allowed: a callable returning an ipuexp.PipelinedModel") from exc

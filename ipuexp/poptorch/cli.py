@@ -105,13 +105,16 @@ def main(argv: Optional[List[str]] = None) -> None:
 
 
 def _check(cmd: Command) -> None:
-    """Compose every swept value once before the script runs: a key or value ipuexp rejects is one line."""
-    from ipuexp.__main__ import EXIT_CONFIG_ERROR, preflight, sweep_points
+    """Compose every swept value once before the script runs: a key or value ipuexp rejects is one line. Where the
+    job writes (its run or sweep folder, the tracking store) is checked then too, not after the script's work."""
+    from ipuexp.__main__ import EXIT_CONFIG_ERROR, check_outputs, preflight, sweep_points
     from ipuexp.config.errors import ConfigError
 
     try:
-        for point in sweep_points(cmd.overrides) if cmd.multirun else [cmd.overrides]:
-            preflight(point, rules=False)
+        for n, point in enumerate(sweep_points(cmd.overrides) if cmd.multirun else [cmd.overrides]):
+            cfg = preflight(point, rules=False)
+            if n == 0:
+                check_outputs(cfg, cmd.multirun)
     except ConfigError as err:
         print(f"ipuexp: config error: {err}", file=sys.stderr)
         sys.exit(EXIT_CONFIG_ERROR)
