@@ -51,7 +51,7 @@ def load_target(target: Any) -> Callable[..., Any]:
             from exc
     fn = getattr(module, attr, None)
     if not callable(fn):
-        raise ValueError(f"model.target: {target!r} is not a callable in module {module_name}; {allowed}")
+        raise ValueError(f"model.target: {target!r}: module {module_name} has no callable {attr!r}; {allowed}")
     return fn
 
 

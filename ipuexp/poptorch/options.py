@@ -80,9 +80,10 @@ class Options(_Recorded):
         raise UnsupportedError("Options.inputReplicaGrouping", "every replica reads its own data (the default)")
 
     def outputMode(self, output_mode: OutputMode, output_return_period: Optional[int] = None) -> "Options":
-        mode = member("Options.outputMode", output_mode, OutputMode)
+        supported = "OutputMode.Final, All, Sum, Default"
+        mode = member("Options.outputMode", output_mode, OutputMode, supported)
         if mode == OutputMode.EveryN:
-            raise UnsupportedError("OutputMode.EveryN", "OutputMode.Final, All, Sum, Default")
+            raise UnsupportedError("OutputMode.EveryN", supported)
         self.output_mode = mode
         return self
 

@@ -52,7 +52,7 @@ def run(script: str, args: List[str], job: Session) -> Any:
             except DoesNotFit:
                 from ipuexp.__main__ import EXIT_DOES_NOT_FIT
 
-                print(f"ipuexp.poptorch: {script} stopped at its prediction: the model does not fit in IPU memory "
+                print(f"ipuexp.poptorch: {Path(script).name} stopped at its prediction: the model does not fit in IPU memory "
                       "(report.fail_on_oom=true)", file=sys.stderr)
                 raise ScriptFailed("does not fit", EXIT_DOES_NOT_FIT) from None
             except SystemExit as exc:

@@ -17,13 +17,13 @@ def positive_int(call: str, value: Any, key: str) -> int:
     return int(value)
 
 
-def member(call: str, value: Any, kind: Type[E]) -> E:
-    """``value`` as a member of the enumeration ``kind`` (by member or by its number)."""
+def member(call: str, value: Any, kind: Type[E], allowed: str) -> E:
+    """``value`` as a member of the enumeration ``kind`` (by member or by its number); ``allowed`` names the
+    members the call supports."""
     try:
         return kind(value)
     except ValueError:
-        names = ", ".join(f"{kind.__name__}.{m.name}" for m in kind)
-        raise ConfigError(call, value, f"allowed: {names}") from None
+        raise ConfigError(call, value, f"allowed: {allowed}") from None
 
 
 def _integral(value: Any) -> bool:
