@@ -174,12 +174,11 @@ def _report(result: Result, out: Path, run: Any, cfg: DictConfig) -> None:
     """The run's tables, where its files went and its MLflow run, on the terminal and in the job's log file."""
     import logging
 
-    from rich.console import Console
-
     from ipuexp.report.console import print_result
+    from ipuexp.terminal_table import terminal_console
     from ipuexp.tracking.store import experiment_name
 
-    console = Console(record=True)
+    console = terminal_console(record=True)
     print_result(result, console)
     files = [p.name for p in sorted(out.iterdir(), key=lambda p: (p.suffix != ".json", p.name))
              if p.is_file() and not p.name.startswith(".") and p.suffix != ".log"]
