@@ -53,6 +53,8 @@ def check_pipeline(cfg: ConfigNode, w: Warnings) -> None:
         _check_device_mapping(lpi, dm)
     if lpi:
         layers = _model_layers(cfg)
+        if sum(lpi) != layers and value_at(cfg, "model.name") in ("custom", HF):
+            layers = _model_layers(cfg, fresh=True)  # the count may be a stale cache entry: the model decides
         if sum(lpi) != layers:
             what = (f"{layers} layer halves (options.pipeline.split_layers: attention and feed-forward blocks)"
                     if value_at(cfg, "options.pipeline.split_layers") else f"{layers} layers")
@@ -144,12 +146,12 @@ def _check_device_mapping(lpi: List[int], dm: Any) -> None:
         raise ConfigError(key, dm, f"allowed: IPU indices covering 0..{len(used) - 1} without gaps")
 
 
-def _model_layers(cfg: ConfigNode) -> int:
+def _model_layers(cfg: ConfigNode, fresh: bool = False) -> int:
     from ipuexp.models import zoo_layers
 
     model = getattr(cfg, "model")
     try:
-        return int(zoo_layers(model))
+        return int(zoo_layers(model, fresh))
     except ConfigError:
         raise
     except ValueError as exc:

@@ -104,15 +104,15 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'ipuexp.models' has no attribute {name!r}")
 
 
-def zoo_layers(model_cfg: ModelNode) -> int:
+def zoo_layers(model_cfg: ModelNode, fresh: bool = False) -> int:
     """Number of ``is_layer`` blocks of the configured model.
 
     Zoo models come from the table above without importing torch; a custom or Transformers model is built on the
     meta device (importing torch) and its layer blocks are counted, so a model that cannot be built or split is
-    reported before a run starts.
+    reported before a run starts; ``fresh``: built again, not read from the cache on disk.
     """
     if str(getattr(model_cfg, "name", "")) in (CUSTOM, HF):
-        return sum(_layer_flags(model_cfg))
+        return sum(_layer_flags(model_cfg, fresh))
     hp = resolve(model_cfg).hp
     return int(hp["layers"]) * (2 if hp.get("split_layers") else 1)  # split: attention and feed-forward blocks
 
@@ -135,11 +135,11 @@ of milliseconds, and the rule table asks for its layers and ends on every config
 plan's thousands of candidates) while the model stays the same."""
 
 
-def _layer_flags(model_cfg: ModelNode) -> Tuple[bool, ...]:
+def _layer_flags(model_cfg: ModelNode, fresh: bool = False) -> Tuple[bool, ...]:
     """``is_layer`` of each block of a custom or Transformers model, built once per configuration (and kept on disk,
 ``models.flags_cache``, so a later process with a warm capture cache imports neither torch nor Transformers)."""
     key = _model_key(model_cfg)
-    flags = _FLAGS.get(key)
+    flags = None if fresh else _FLAGS.get(key)
     if flags is None:
         from ipuexp.models.flags_cache import layer_flags
 
@@ -151,7 +151,7 @@ def _layer_flags(model_cfg: ModelNode) -> Tuple[bool, ...]:
 
         name = str(getattr(model_cfg, "name", ""))
         target = str(getattr(model_cfg, "target", "") or "") if name == CUSTOM else None
-        flags = _FLAGS[key] = layer_flags(key, target, name == HF, build)
+        flags = _FLAGS[key] = layer_flags(key, target, name == HF, build, fresh)
     return flags
 
 
