@@ -148,8 +148,11 @@ def main(argv: Optional[List[str]] = None) -> None:
             if _is_multirun(argv):
                 from ipuexp.runner.placement import check_launcher
 
+                from ipuexp.runner.ray_probe import check_ray
+
                 check_optimiser(cfg, overrides)
                 check_launcher(cfg.hydra.launcher)
+                check_ray(cfg)
                 others += search_space_points(cfg, first)
             from ipuexp.config.swept_values import check_points
 

@@ -115,6 +115,10 @@ def _check(cmd: Command) -> None:
             cfg = preflight(point, rules=False)
             if n == 0:
                 check_outputs(cfg, cmd.multirun)
+            if n == 0 and cmd.multirun:
+                from ipuexp.runner.ray_probe import check_ray
+
+                check_ray(cfg)
     except ConfigError as err:
         print(f"ipuexp: config error: {err}", file=sys.stderr)
         sys.exit(EXIT_CONFIG_ERROR)
