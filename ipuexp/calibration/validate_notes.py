@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Sequence
 
 from ipuexp.config.store import CONF_DIR
+from ipuexp.files import savefig_whole
 
 _FIT_NOTES = {
     "amp_efficiency": "share of the AMP's streaming rate reached inside matmul/convolution vertices, beyond the "
@@ -138,7 +139,7 @@ def plot(report: Any, path: Path) -> None:
     ax.set_title("ipuexp calibration: predicted vs published (dotted: +-15%; *: not fitted)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    savefig_whole(fig, path, dpi=110)
     plt.close(fig)
 
 
