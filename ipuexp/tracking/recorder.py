@@ -51,7 +51,8 @@ class _Start:
     sweep_dir: Optional[Path]
     """The sweep's folder; None for a single run."""
     spec: Tuple[Any, ...]
-    """``("sweep", config, SweepContext, driver process, start ms)`` or ``("run", uri, experiment name)``."""
+    """``("sweep", config, SweepContext, driver process, start ms)`` or ``("run", uri, experiment name, the
+    JobRecord written as KILLED if the command dies before its job sends its own)``."""
     here: Callable[[], None]
 
 
@@ -118,6 +119,18 @@ def drop_early() -> None:
         except OSError:
             pass
         rec.conn.close()
+
+
+def _close_in_child() -> None:
+    """A process forked later (a chart's helper, the warm worker) holds no end of the recorder's pipe, so the
+    recorder sees the pipe close as soon as the command is gone (and records a killed run as KILLED then)."""
+    for rec in (_active, _early):
+        if rec is not None:
+            rec.conn.close()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_in_child)
 
 
 def start_aside(serve: Callable[[Any, Tuple[Any, ...]], int]) -> None:
