@@ -184,6 +184,11 @@ def _fork(serve: Callable[[Any], int], sweep_dir: Optional[Path]) -> Optional["R
 
 
 
+def active() -> Optional["Recorder"]:
+    """The recorder of this process's sweep or run, if it has one."""
+    return _active
+
+
 def for_sweep(sweep_dir: Optional[Path]) -> Optional["Recorder"]:
     """The recorder of the sweep in ``sweep_dir`` (None: of this single run), when this process has one."""
     if _active is not None and _active.sweep_dir == sweep_dir:
@@ -211,6 +216,8 @@ class Recorder:
         self._resumed: Optional[FrozenSet[str]] = None
         self.opened = True
         """False for a recorder forked early that has not been given its store yet."""
+        self.sent = self.answered = 0
+        """Runs sent that ask for an answer, and answers read: the runs written."""
 
     def resumed(self) -> FrozenSet[str]:
         """The config hashes finished in a lost sweep this one resumes, once the recorder has read them (empty
@@ -218,7 +225,7 @@ class Recorder:
         if self._resumed is None:
             try:
                 if self.conn.poll():
-                    self._resumed = frozenset(self.conn.recv()[1])
+                    self._read()
             except (EOFError, OSError):
                 self._resumed = frozenset()
         return self._resumed or frozenset()
@@ -227,13 +234,33 @@ class Recorder:
         """The id of the run just sent (``JobRecord.reply``) and what the store said if it failed."""
         try:
             while True:
-                message = self.conn.recv()
+                message = self._read()
                 if message[0] == "run":
                     return message[1], message[2]
         except (EOFError, OSError):
             return None, "the MLflow recorder stopped"
 
+    def take_answers(self, wait: bool) -> int:
+        """Read the answers that have come (with ``wait``, all those owed); returns how many runs are written. A
+        recorder that is gone owes nothing more."""
+        try:
+            while self.answered < self.sent and (wait or self.conn.poll()):
+                self._read()
+        except (EOFError, OSError):
+            self.answered = self.sent
+        return self.answered
+
+    def _read(self) -> Tuple[Any, ...]:
+        message = self.conn.recv()
+        if message[0] == "run":
+            self.answered += 1
+        elif message[0] == "resumed" and self._resumed is None:
+            self._resumed = frozenset(message[1])
+        return message
+
     def send(self, record: JobRecord) -> None:
+        if record.reply:
+            self.sent += 1
         try:
             self.conn.send(("job", record))
         except (BrokenPipeError, OSError):

@@ -77,3 +77,59 @@ def test_a_killed_run_leaves_no_helper_writing_and_its_run_killed(tmp_path, mome
     # Killed once its result was written, the job may have sent its run already: FINISHED, its result whole.
     allowed = [[("KILLED",)]] + ([[("FINISHED",)]] if moment == "result.json is written" else [])
     assert _runs(tmp_path / "mlflow.db") in allowed
+
+
+def _tags(db: Path, key: str) -> List[str]:
+    con = sqlite3.connect(db)
+    try:
+        return [v for (v,) in con.execute("SELECT value FROM tags WHERE key = ?", (key,))]
+    finally:
+        con.close()
+
+
+SLOW_STORE = """
+import sys, time
+from ipuexp.tracking import recorder_loop
+
+real = recorder_loop.record_job
+
+
+def slow(record, started):
+    time.sleep(0.5)  # a store on a slow disk: the recorder falls behind the jobs
+    return real(record, started)
+
+
+recorder_loop.record_job = slow
+from ipuexp.__main__ import main
+main(sys.argv[1:])
+"""
+
+
+def test_every_point_a_killed_sweep_reported_done_is_in_mlflow(tmp_path):
+    """The progress line of a point comes once its run is written, so killing the whole command (its recorder with
+    it, as a container's end does) after that line loses no point it reported done."""
+    import re
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_STORE, "-m", "+recipe=bert_base",
+                             "options.gradient_accumulation=128,256,512,1024", "options.device_iterations=1,2,4",
+                             "report.charts=never", "hydra.sweep.dir=sweep"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    done = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        match = re.search(r"#\d+ done, .*\((.*)\)$", line.strip())
+        if match:
+            done.append(match.group(1))
+        if len(done) == 3:
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+    proc.wait()
+    assert len(done) == 3
+    deadline = time.monotonic() + 60
+    while _session(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    recorded = _tags(tmp_path / "mlflow.db", "overrides")
+    for overrides in done:
+        assert any(all(o in tag for o in overrides.split()) for tag in recorded), (overrides, recorded)
