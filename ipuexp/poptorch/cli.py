@@ -124,6 +124,21 @@ def _check(cmd: Command) -> None:
         sys.exit(EXIT_CONFIG_ERROR)
 
 
+def _remove_bare(folder: Path) -> None:
+    """Remove a run folder that holds only what Hydra put there (its ``.hydra`` and the log), and the folders above
+    it that it leaves empty, up to the launch folder: a script refused before its prediction leaves nothing."""
+    import shutil
+
+    if not folder.is_dir() or {p.name for p in folder.iterdir()} - {".hydra", "poptorch.log"}:
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    here = Path.cwd().resolve()
+    parent = folder.resolve().parent
+    while parent != here and here in parent.parents and not any(parent.iterdir()):
+        parent.rmdir()
+        parent = parent.parent
+
+
 def _hydra_entry(cmd: Command) -> None:
     import hydra
 
@@ -147,6 +162,8 @@ def _hydra_entry(cmd: Command) -> None:
         except ScriptFailed as failed:
             if cmd.multirun:
                 raise  # this point fails; the sweep goes on
+            if failed.code == 2 and not job.predicted:  # a refused option or API: nothing of a run to keep
+                _remove_bare(Path(hc.runtime.output_dir))
             sys.exit(failed.code)  # reported already: no traceback of ipuexp's
         # The script ran in the launch folder (hydra.job.chdir=false); what a job leaves for its sweeper goes into
         # the job's own folder, as for python -m ipuexp.

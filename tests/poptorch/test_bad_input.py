@@ -76,6 +76,7 @@ def test_a_bad_option_in_a_script_is_one_line_before_the_compile(tmp_path):
     assert proc.stderr.strip() == ("ipuexp: config error: Options.replicationFactor=0 is invalid: allowed: an "
                                    "integer >= 1 (options.replication_factor)")
     assert "the script went on" not in proc.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]  # no run folder left behind
 
 
 def test_a_training_model_without_a_scalar_loss_is_one_line(tmp_path):
@@ -85,6 +86,7 @@ def test_a_training_model_without_a_scalar_loss_is_one_line(tmp_path):
     assert proc.stderr.strip() == ("ipuexp.poptorch: a training model without a scalar loss among its outputs is "
                                    "not supported; supported: a model returning its loss (a scalar, or "
                                    "poptorch.identity_loss(...)), alone or in a tuple")
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_model_that_does_not_fit_exits_3_under_fail_on_oom(tmp_path):
