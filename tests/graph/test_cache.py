@@ -121,3 +121,15 @@ def test_a_run_whose_cache_folder_is_a_file_warns_and_goes_on(tmp_path):
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert f"the cache folder {tmp_path / 'a_file'} cannot be used (Not a directory" in proc.stdout
     assert (tmp_path / "run" / "result.json").is_file() and (tmp_path / "a_file").read_text() == ""
+
+
+def test_an_entry_that_is_not_of_its_model_is_captured_again(tmp_path):
+    first = capture(MNIST, 2, cache_dir=str(tmp_path))
+    path = cache.entry_path(MNIST, 2, str(tmp_path))
+    data = json.loads(path.read_text())
+    data["micro_batch_size"], data["num_layers"] = 8, 3  # well-formed, but another capture's figures
+    data["blocks"] = data["blocks"][:-1]
+    path.write_text(json.dumps(data))
+    again = capture(MNIST, 2, cache_dir=str(tmp_path))
+    assert again.blocks == first.blocks and again.micro_batch_size == 2
+    assert json.loads(path.read_text())["num_layers"] == first.num_layers  # repaired
