@@ -72,8 +72,9 @@ def test_the_probe_waits_no_longer_than_its_timeout(monkeypatch):
 
 def test_a_functional_run_on_ray_instances_checks_ray_too(tmp_path):
     environ = dict(os.environ, PYTHONPATH=str(ROOT), RAY_ADDRESS=f"127.0.0.1:{_closed_port()}")
-    proc = subprocess.run([sys.executable, "-m", "ipuexp", "+recipe=mnist_pipeline", "system=pod16", "options.replication_factor=2", "options.num_instances=2",
-                           "tracking.enabled=false", "hydra.run.dir=run"], cwd=tmp_path, env=environ,
+    proc = subprocess.run([sys.executable, "-m", "ipuexp", "+recipe=mnist_pipeline", "system=pod16",
+                           "options.replication_factor=2", "options.num_instances=2", "tracking.enabled=false",
+                           "hydra.run.dir=run"], cwd=tmp_path, env=environ,
                           capture_output=True, text=True, timeout=120)
     assert _one_line(proc).startswith("ipuexp: config error: RAY_ADDRESS=")
     assert not (tmp_path / "run").exists()
