@@ -57,7 +57,8 @@ def set_available_memory(tensor: torch.Tensor, available_memory_proportion: floa
 
 def loss_of(outputs: Any) -> torch.Tensor:
     """The loss among a training model's outputs: what ``identity_loss`` returned, else the output itself when it is
-    a scalar (a tensor of any other shape has no gradient to start from), else the scalar outputs that need a gradient (summed when there are several, as PopTorch sums several losses)."""
+    a scalar (a tensor of any other shape has no gradient to start from), else the scalar outputs that need a
+    gradient (summed when there are several, as PopTorch sums several losses)."""
     flat: List[torch.Tensor] = [t for t in _flatten(outputs) if isinstance(t, torch.Tensor)]
     marked = [t for t in flat if t in marks["losses"]]
     if marked:

@@ -52,8 +52,8 @@ def run(script: str, args: List[str], job: Session) -> Any:
             except DoesNotFit:
                 from ipuexp.__main__ import EXIT_DOES_NOT_FIT
 
-                print(f"ipuexp.poptorch: {Path(script).name} stopped at its prediction: the model does not fit in IPU memory "
-                      "(report.fail_on_oom=true)", file=sys.stderr)
+                print(f"ipuexp.poptorch: {Path(script).name} stopped at its prediction: the model does not fit in "
+                      "IPU memory (report.fail_on_oom=true)", file=sys.stderr)
                 raise ScriptFailed("does not fit", EXIT_DOES_NOT_FIT) from None
             except SystemExit as exc:
                 if exc.code not in (0, None):
