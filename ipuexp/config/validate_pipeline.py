@@ -151,7 +151,7 @@ def _model_layers(cfg: ConfigNode, fresh: bool = False) -> int:
 
     model = getattr(cfg, "model")
     try:
-        return int(zoo_layers(model, fresh))
+        return int(zoo_layers(model, fresh=True) if fresh else zoo_layers(model))
     except ConfigError:
         raise
     except ValueError as exc:
