@@ -191,23 +191,24 @@ def _killed(record: JobRecord) -> JobRecord:
     return record
 
 
-def _first_record(cfg: Any, uri: str, experiment: str) -> JobRecord:
-    """What the recorder writes as KILLED if the command dies before its job sends its run: the configuration as
-    composed before Hydra starts, the command line's overrides."""
-    import copy
+def _first_record(cfg: Any, uri: str, experiment: str) -> Tuple[JobRecord, ...]:
+    """What the recorder writes as KILLED if the command dies before its job sends its run (none where the
+    configuration does not resolve before Hydra starts): the configuration as composed, the command line's
+    overrides. Node by node, without Hydra's own, which resolves only in a running job (and without a copy of the
+    whole configuration: milliseconds on the way to the run)."""
     import sys
     import time
 
-    from omegaconf import open_dict
+    from omegaconf import OmegaConf
 
-    from ipuexp.tracking.identity import resolved
-
-    plain = copy.deepcopy(cfg)
-    with open_dict(plain):
-        plain.pop("hydra", None)  # Hydra's own node resolves only in a running job
-    return JobRecord(uri=uri, experiment=experiment, data=resolved(plain),
-                     overrides=[a for a in sys.argv[1:] if not a.startswith("-")], sweep=None, name=None,
-                     start_ms=int(time.time() * 1000))
+    try:
+        data = {k: OmegaConf.to_container(cfg[k], resolve=True, enum_to_str=True) if OmegaConf.is_config(cfg[k])
+                else cfg[k] for k in cfg if k != "hydra"}
+    except Exception:
+        return ()
+    return (JobRecord(uri=uri, experiment=experiment, data=data,
+                      overrides=[a for a in sys.argv[1:] if not a.startswith("-")], sweep=None, name=None,
+                      start_ms=int(time.time() * 1000)),)
 
 
 def record_run(cfg: Any) -> None:
@@ -224,5 +225,5 @@ def record_run(cfg: Any) -> None:
     uri = tracking_uri(cfg)
     recorder.open_early(uri)
     name = experiment_name(cfg)
-    if recorder.defer(None, ("run", uri, name, _first_record(cfg, uri, name)), lambda: None):
+    if recorder.defer(None, ("run", uri, name, *_first_record(cfg, uri, name)), lambda: None):
         recorder.start_aside(serve)
