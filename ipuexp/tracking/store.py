@@ -215,8 +215,8 @@ def checkpoint(uri: str, mode: str = "PASSIVE") -> None:
     if db is None or not db.is_file():
         return
     try:
-        # A run's end waits on nobody (another process's checkpoint does the same work); a command's start may.
-        con = sqlite3.connect(str(db), timeout=1.0 if mode == "TRUNCATE" else 0.1)
+        # Never a long wait: a busy store is checkpointed by whoever ends or opens it next.
+        con = sqlite3.connect(str(db), timeout=0.25 if mode == "TRUNCATE" else 0.1)
         try:
             con.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
         finally:
