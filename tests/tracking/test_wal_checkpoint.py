@@ -62,3 +62,10 @@ def test_the_next_command_opening_the_store_checkpoints_it(tmp_path, monkeypatch
     monkeypatch.setattr(store, "_clients", {})
     store.client(f"sqlite:///{db}")
     assert seen[0] == (f"sqlite:///{db}", "TRUNCATE")
+
+
+def test_a_finished_sweep_is_in_the_database_file_alone(tmp_path):
+    proc = run_cli("-m", "+recipe=mnist_pipeline", "engine.mode=analytic", "options.gradient_accumulation=8,16",
+                   "report.charts=never", "hydra.sweep.dir=sweep", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert _runs_in_the_file_alone(tmp_path / "mlflow.db", tmp_path) == 3  # the parent and its two points
