@@ -3,6 +3,8 @@ starts the job and with nothing written: a missing module or function, a module 
 that raises or returns something else, and a target given without ``model.name=custom``."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.test_cli import run_cli
@@ -49,3 +51,26 @@ def test_a_target_without_model_name_custom_is_refused(tmp_path):
     assert proc.stderr.strip() == ("ipuexp: config error: model.target='my_model:build' is invalid: allowed: null "
                                    "with model.name=bert; add model.name=custom to build the model it names")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_target_whose_import_never_returns_is_an_error_not_a_hang(tmp_path, monkeypatch):
+    import time
+
+    import ipuexp.models as models
+    from ipuexp.config.schema import ModelConfig
+
+    (tmp_path / "forever.py").write_text("while True:\n    pass\n")
+    (tmp_path / "asks.py").write_text("def build():\n    return input('width? ')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(models, "TARGET_SECONDS", 1.0)
+    start = time.monotonic()
+    with pytest.raises(ValueError, match=r"^model\.target: 'forever:build' cannot be imported \(importing forever "
+                                         r"did not return within 1 s\)"):
+        models.build_model(ModelConfig(name="custom", target="forever:build"))
+    assert time.monotonic() - start < 10
+    read, write = os.pipe()  # a terminal that never answers
+    with open(read) as silent:
+        monkeypatch.setattr("sys.stdin", silent)
+        with pytest.raises(ValueError, match=r"raised TimeoutError: asks:build\(\) did not return within 1 s"):
+            models.build_model(ModelConfig(name="custom", target="asks:build"))
+    os.close(write)
