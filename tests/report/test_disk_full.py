@@ -3,16 +3,11 @@ truncated trace that reads as valid), the run says so on one warning line and ke
 file is left."""
 from __future__ import annotations
 
-import errno
-import gzip
 import json
 import os
 import subprocess
 import sys
 
-import pytest
-
-from ipuexp.files import whole, write_whole
 from tests.test_cli import ROOT
 
 FULL_DISK = """
@@ -60,12 +55,3 @@ def test_charts_and_trace_on_a_full_disk_are_absent_not_truncated(tmp_path):
     assert not [n for n in names if n.endswith(".tmp")], names
     result = json.loads((run / "result.json").read_text())
     assert not {"gantt", "trace", "memory_chart", "liveness_chart"} & set(result["artifacts"])
-
-
-def test_a_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
-    path = write_whole(tmp_path / "trace.json.gz", gzip.compress(b"{}"))
-    with pytest.raises(OSError):
-        with whole(path) as tmp:
-            tmp.write_bytes(b"half")
-            raise OSError(errno.ENOSPC, "No space left on device")
-    assert gzip.decompress(path.read_bytes()) == b"{}" and os.listdir(tmp_path) == ["trace.json.gz"]
