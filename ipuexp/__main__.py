@@ -145,11 +145,19 @@ def main(argv: Optional[List[str]] = None) -> None:
             cfg = preflight(first)
             mode = cfg.hydra.get("mode")
             check_outputs(cfg, _is_multirun(argv))
+            mode_ = getattr(cfg.engine.mode, "value", cfg.engine.mode)
+            if not _is_multirun(argv) and mode_ == "functional" and cfg.options.num_instances > 1:
+                from ipuexp.runner.ray_probe import check_ray
+
+                check_ray(cfg)  # the run's instances are Ray actors
             if _is_multirun(argv):
                 from ipuexp.runner.placement import check_launcher
 
+                from ipuexp.runner.ray_probe import check_ray
+
                 check_optimiser(cfg, overrides)
                 check_launcher(cfg.hydra.launcher)
+                check_ray(cfg)
                 others += search_space_points(cfg, first, overrides)
             from ipuexp.config.swept_values import check_points
 

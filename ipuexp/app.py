@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ipuexp.config.schema import ExperimentConfig
 from ipuexp.config.sweep_points import GRID_SWEEPERS
+from ipuexp.files import write_whole
 from ipuexp.result import Objective, Result, Skipped
 from ipuexp.runner.evaluation import evaluate
 
@@ -145,7 +146,11 @@ def open_job(cfg: DictConfig, out_dir: str | Path = ".", report_prediction: bool
             raise failed
         result = ev.result
         if drawn is not None:
-            drawn()
+            try:
+                drawn()
+            except OSError as err:  # a full disk: the charts are left out (none half-written), the result is kept
+                log.warning("the charts were not written to %s (%s); the run goes on without them", out,
+                            err.strerror or err)
         if report_prediction:
             _write_result(result, out, cfg, run)
             if not _in_sweep():
@@ -158,11 +163,11 @@ def open_job(cfg: DictConfig, out_dir: str | Path = ".", report_prediction: bool
 
 def _write_result(result: Result, out: Path, cfg: DictConfig, run: Any) -> None:
     """``config.yaml`` and ``result.json`` into ``out``, the result into the MLflow run."""
-    (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    write_whole(out / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     result.artifacts["config"] = str((out / "config.yaml").resolve())
     path = out / "result.json"
     result.artifacts["result"] = str(path.resolve())
-    path.write_text(json.dumps(result.to_dict(), indent=2))
+    write_whole(path, json.dumps(result.to_dict(), indent=2))
     run.log_result(result)
 
 
@@ -174,12 +179,11 @@ def _report(result: Result, out: Path, run: Any, cfg: DictConfig) -> None:
     """The run's tables, where its files went and its MLflow run, on the terminal and in the job's log file."""
     import logging
 
-    from rich.console import Console
-
     from ipuexp.report.console import print_result
+    from ipuexp.terminal_table import terminal_console
     from ipuexp.tracking.store import experiment_name
 
-    console = Console(record=True)
+    console = terminal_console(record=True)
     print_result(result, console)
     files = [p.name for p in sorted(out.iterdir(), key=lambda p: (p.suffix != ".json", p.name))
              if p.is_file() and not p.name.startswith(".") and p.suffix != ".log"]
@@ -240,7 +244,7 @@ def _kept(objective: Objective) -> Objective:
     from ipuexp.sweeps.optuna_study import OBJECTIVE_FILE
 
     try:
-        Path(OBJECTIVE_FILE).write_text(json.dumps({"value": float(objective), "metrics": objective.metrics}))
+        write_whole(OBJECTIVE_FILE, json.dumps({"value": float(objective), "metrics": objective.metrics}))
     except OSError:  # only a shortcut for a resumed study: the sweeper has the value either way
         Path(OBJECTIVE_FILE).unlink(missing_ok=True)
     return objective

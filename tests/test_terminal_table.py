@@ -108,7 +108,7 @@ def test_figures_are_right_aligned_text_left_and_the_widest_is_not_padded():
 
 def test_a_header_folds_between_words_and_after_separators_never_mid_word():
     rows = [["1", "2", "3"]]
-    text = Table(["gradient accumulation", "options.device_iterations", "x"], rows).render(30)
+    text = Table(["gradient accumulation", "options.device_iterations", "x"], rows).render(40)
     assert "accumulation" in text and "gradient" in text
     assert "options." in text and "device_" in text and "iterations" in text
     assert "accumulat\n" not in text and "devic\n" not in text
@@ -229,3 +229,35 @@ def test_any_table_fits_any_width_from_40_with_its_figures_whole(table, width, t
     columns, rows, figures = table
     text = Table(columns, rows, title=title).render(width)
     check(text, width, figures, [c.header for c in columns] if rows else [])
+
+
+def test_below_the_minimum_width_tables_are_records_and_no_figure_is_cut(capsys):
+    """A terminal of 5 columns: the lines of one of MIN_WIDTH, the table as records, every figure whole."""
+    from ipuexp.terminal_table import MIN_WIDTH, terminal_console, wrap
+
+    table = Table(["model", "parameters", "throughput"], [["bert_base", "71.71 M", "11,397.4 samples/s"]])
+    for text in (table.render(5), table.render(1)):
+        assert text.splitlines() == ["bert_base", "  parameters: 71.71 M", "  throughput: 11,397.4 samples/s"]
+    assert all(len(line) <= MIN_WIDTH for line in wrap("Ran: micro-batch 32, sequence length 128", 5).splitlines())
+    assert "micro-batch" in wrap("Ran: micro-batch 32, sequence length 128", 5)
+    console = terminal_console(5)
+    assert console.width == MIN_WIDTH
+    console.print(Table(["a", "b"], [["x", "1.5"]]))  # fits in MIN_WIDTH, and is records all the same
+    assert capsys.readouterr().out.splitlines() == ["x", "  b: 1.5"]
+
+
+def test_a_run_report_at_five_columns_keeps_its_figures(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.test_cli import ROOT
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="5")
+    proc = subprocess.run([sys.executable, "-m", "ipuexp", "+recipe=bert_base", "tracking.enabled=false",
+                           "report.charts=never", "hydra.run.dir=run"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert "  parameters: 25.05 M" in lines and "  total: 476.3 MiB" in lines, proc.stdout[:3000]
+    assert lines[0].startswith("Ran: micro-batch 32,") and max(len(line) for line in lines[:20]) <= 40

@@ -59,7 +59,8 @@ class RayLauncher(Launcher):
 
             return here.launch(hydra_context=self.hydra_context, task_function=self.task_function,
                                config=self.config, job_overrides=job_overrides, initial_job_idx=initial_job_idx,
-                               why=why, show_summary=self.options.summary, tally=self.tally)
+                               why=why, show_summary=self.options.summary, tally=self.tally,
+                               records=recorder.active())
         from ipuexp.runner.sweep import launch
         from ipuexp.tracking import recorder
 

@@ -62,6 +62,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         check_uri_or_env("--uri", args.uri)
         check_writable(ENV, calibration_dir(), " where the calibration is written; unset: ./calibration")
         target = path_of(args.name)
+        if target.exists() and not target.is_file():  # not even --overwrite replaces it: refused after the fit
+            raise ValueError(f"--name={args.name!r} is invalid: {target} is not a file (a folder in the way); "
+                             "allowed: a name whose NAME.yaml is a file, or absent")
         if target.exists() and not args.overwrite:
             raise ValueError(f"--name={args.name!r}: {target} exists; --overwrite replaces it")
         if args.from_mlflow:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from ipuexp.calibration import CALIBRATION_DIR, Row
+from ipuexp.files import whole
 
 RESIDUALS = CALIBRATION_DIR / "residuals.csv"
 RESIDUAL_FIELDS = ("id", "family", "ipu", "ipus", "micro_batch", "grad_accum", "loo_error_pct", "fitted",
@@ -64,7 +65,7 @@ class Residual:
 
 
 def write_residuals(rows: Sequence[Residual], path: Path = RESIDUALS) -> None:
-    with open(path, "w", newline="") as f:
+    with whole(path) as tmp, open(tmp, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(RESIDUAL_FIELDS)
         for r in rows:

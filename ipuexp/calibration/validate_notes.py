@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Sequence
 
 from ipuexp.config.store import CONF_DIR
+from ipuexp.files import savefig_whole, write_whole
 
 _FIT_NOTES = {
     "amp_efficiency": "share of the AMP's streaming rate reached inside matmul/convolution vertices, beyond the "
@@ -95,7 +96,7 @@ def write_block(generation: str, text: str) -> None:
     path = CONF_DIR / "ipu" / f"{generation}.yaml"
     lines = path.read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("calibration:"))
-    path.write_text("\n".join(lines[:start] + text.rstrip("\n").splitlines()) + "\n")
+    write_whole(path, "\n".join(lines[:start] + text.rstrip("\n").splitlines()) + "\n")
 
 
 def priors(generation: str, fitted: Iterable[str]) -> Dict[str, Any]:
@@ -138,7 +139,7 @@ def plot(report: Any, path: Path) -> None:
     ax.set_title("ipuexp calibration: predicted vs published (dotted: +-15%; *: not fitted)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    savefig_whole(fig, path, dpi=110)
     plt.close(fig)
 
 

@@ -304,6 +304,9 @@ class RayConfig:
     """CPUs for a local Ray (default: the machine's)."""
     object_store_memory: int = 200_000_000
     """Object store bytes for a local Ray."""
+    connect_timeout_s: float = 10.0
+    """Seconds a cluster's address may take to answer before a sweep starts (a dead address is one line, not
+    Ray's minutes of silent retries)."""
 
 
 @dataclass

@@ -24,6 +24,10 @@ def check_model(cfg: ConfigNode, w: Warnings) -> None:
     for key in ("model.num_layers", "model.num_classes", "model.vocab_size"):
         if value_at(cfg, key) is not None:
             int_at_least(cfg, key, 1)
+    target, name = value_at(cfg, "model.target"), value_at(cfg, "model.name")
+    if target and name != "custom":  # it would be ignored: the zoo's or Transformers' model would be predicted
+        raise ConfigError("model.target", target, f"allowed: null with model.name={name}; add model.name=custom to "
+                          "build the model it names")
     if value_at(cfg, "model.name") == HF:
         one_of(cfg, "model.hf.task", TASKS)
         if importlib.util.find_spec("transformers") is None:
@@ -33,6 +37,7 @@ def check_model(cfg: ConfigNode, w: Warnings) -> None:
         if not value_at(cfg, "model.target"):
             raise ConfigError("model.target", None, "allowed: the dotted path of a callable returning an "
                               "ipuexp.PipelinedModel (required when model.name=custom)")
+        _model_layers(cfg)  # imports and builds it on the meta device: a module or factory that does not work
     else:
         _model_layers(cfg)  # a table look-up for zoo models: checks name, size and overrides
 
@@ -48,6 +53,8 @@ def check_pipeline(cfg: ConfigNode, w: Warnings) -> None:
         _check_device_mapping(lpi, dm)
     if lpi:
         layers = _model_layers(cfg)
+        if sum(lpi) != layers and value_at(cfg, "model.name") in ("custom", HF):
+            layers = _model_layers(cfg, fresh=True)  # the count may be a stale cache entry: the model decides
         if sum(lpi) != layers:
             what = (f"{layers} layer halves (options.pipeline.split_layers: attention and feed-forward blocks)"
                     if value_at(cfg, "options.pipeline.split_layers") else f"{layers} layers")
@@ -139,12 +146,12 @@ def _check_device_mapping(lpi: List[int], dm: Any) -> None:
         raise ConfigError(key, dm, f"allowed: IPU indices covering 0..{len(used) - 1} without gaps")
 
 
-def _model_layers(cfg: ConfigNode) -> int:
+def _model_layers(cfg: ConfigNode, fresh: bool = False) -> int:
     from ipuexp.models import zoo_layers
 
     model = getattr(cfg, "model")
     try:
-        return int(zoo_layers(model))
+        return int(zoo_layers(model, fresh=True) if fresh else zoo_layers(model))
     except ConfigError:
         raise
     except ValueError as exc:

@@ -15,6 +15,7 @@ from typing import Any, Dict, Optional
 
 from ipuexp.graph import types
 from ipuexp.graph.types import BlockCapture, Graph, OpRecord, TensorInfo
+from ipuexp.models.cache_folder import unusable
 from ipuexp.models.flags_cache import default_cache_dir, module_file
 from ipuexp.models.hf_source import HF, fingerprint, resolve
 from ipuexp.models.spec import ModelNode
@@ -101,12 +102,18 @@ def load(path: Path) -> Optional[Graph]:
 
 
 def save(graph: Graph, path: Path) -> None:
-    """Write atomically: concurrent sweep jobs may capture the same model at once."""
+    """Write atomically: concurrent sweep jobs may capture the same model at once. A folder that cannot be written
+    is a warning: the cache only saves time."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(json.dumps(graph_to_dict(graph), separators=(",", ":")))
         os.replace(tmp, path)
+    except OSError as err:
+        unusable(path.parent.parent, err)
     finally:  # a full disk: no half-written file left behind
-        tmp.unlink(missing_ok=True)
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass

@@ -249,7 +249,7 @@ def capture(model_cfg: ModelNode, micro_batch_size: int, cache_dir: Optional[str
     path = cache.entry_path(model_cfg, micro_batch_size, cache_dir) if use_cache else None
     if path is not None:
         graph = cache.load(path)
-        if graph is not None:
+        if graph is not None and _matches(graph, model_cfg, micro_batch_size):
             return graph
     from ipuexp.models import build_model
 
@@ -257,3 +257,16 @@ def capture(model_cfg: ModelNode, micro_batch_size: int, cache_dir: Optional[str
     if path is not None:
         cache.save(graph, path)
     return graph
+
+
+def _matches(graph: Graph, model_cfg: ModelNode, micro_batch_size: int) -> bool:
+    """Whether a cached capture is of the model it is keyed on (its micro-batch, its layer blocks): an entry
+    that is not, edited or of another model, is captured again and rewritten rather than trusted."""
+    from ipuexp.models import zoo_layers
+
+    if graph.micro_batch_size != micro_batch_size or sum(b.is_layer for b in graph.blocks) != graph.num_layers:
+        return False
+    try:
+        return graph.num_layers == zoo_layers(model_cfg)
+    except ValueError:  # the model's own error comes from the capture
+        return False

@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, Tuple
 
 from ipuexp.models.hf_source import HF
 from ipuexp.models.spec import ModelNode
+from ipuexp.models.time_limit import TARGET_SECONDS, time_limit
 from ipuexp.models.variants import CUSTOM, VARIANTS, resolve
 
 __all__ = ["build_model", "zoo_layers", "zoo_ends", "load_target", "VARIANTS", "Block", "PipelinedModel", "InputSpec"]
@@ -42,12 +43,15 @@ def load_target(target: Any) -> Callable[..., Any]:
         raise ValueError(f"model.target: {target!r} is not a dotted path; allowed: 'package.module.function'")
     allowed = "allowed: an importable 'package.module.function' returning an ipuexp.PipelinedModel"
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"model.target: {target!r} cannot be imported ({exc}); {allowed}") from exc
+        with time_limit(TARGET_SECONDS, f"importing {module_name}"):
+            module = importlib.import_module(module_name)
+    except Exception as exc:  # not only ImportError: a SyntaxError, or whatever the module's own code raises
+        why = f"{type(exc).__name__}: {exc}" if not isinstance(exc, (ImportError, TimeoutError)) else str(exc)
+        raise ValueError(f"model.target: {target!r} cannot be imported ({' '.join(why.split())}); {allowed}") \
+            from exc
     fn = getattr(module, attr, None)
     if not callable(fn):
-        raise ValueError(f"model.target: {target!r} is not a callable in module {module_name}; {allowed}")
+        raise ValueError(f"model.target: {target!r}: module {module_name} has no callable {attr!r}; {allowed}")
     return fn
 
 
@@ -63,7 +67,8 @@ def _build_custom(model_cfg: ModelNode) -> Any:
     except (TypeError, ValueError):
         required = []
     try:
-        model = fn(model_cfg) if required else fn()
+        with time_limit(TARGET_SECONDS, f"{target}()"):
+            model = fn(model_cfg) if required else fn()
     except Exception as exc:  # the user's factory failed: report it on one line, keep the cause chained
         raise ValueError(f"model.target: {target!r} raised {type(exc).__name__}: {exc}; "
                          "allowed: a callable returning an ipuexp.PipelinedModel") from exc
@@ -99,15 +104,15 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'ipuexp.models' has no attribute {name!r}")
 
 
-def zoo_layers(model_cfg: ModelNode) -> int:
+def zoo_layers(model_cfg: ModelNode, fresh: bool = False) -> int:
     """Number of ``is_layer`` blocks of the configured model.
 
     Zoo models come from the table above without importing torch; a custom or Transformers model is built on the
     meta device (importing torch) and its layer blocks are counted, so a model that cannot be built or split is
-    reported before a run starts.
+    reported before a run starts; ``fresh``: built again, not read from the cache on disk.
     """
     if str(getattr(model_cfg, "name", "")) in (CUSTOM, HF):
-        return sum(_layer_flags(model_cfg))
+        return sum(_layer_flags(model_cfg, fresh))
     hp = resolve(model_cfg).hp
     return int(hp["layers"]) * (2 if hp.get("split_layers") else 1)  # split: attention and feed-forward blocks
 
@@ -130,11 +135,11 @@ of milliseconds, and the rule table asks for its layers and ends on every config
 plan's thousands of candidates) while the model stays the same."""
 
 
-def _layer_flags(model_cfg: ModelNode) -> Tuple[bool, ...]:
+def _layer_flags(model_cfg: ModelNode, fresh: bool = False) -> Tuple[bool, ...]:
     """``is_layer`` of each block of a custom or Transformers model, built once per configuration (and kept on disk,
 ``models.flags_cache``, so a later process with a warm capture cache imports neither torch nor Transformers)."""
     key = _model_key(model_cfg)
-    flags = _FLAGS.get(key)
+    flags = None if fresh else _FLAGS.get(key)
     if flags is None:
         from ipuexp.models.flags_cache import layer_flags
 
@@ -146,7 +151,7 @@ def _layer_flags(model_cfg: ModelNode) -> Tuple[bool, ...]:
 
         name = str(getattr(model_cfg, "name", ""))
         target = str(getattr(model_cfg, "target", "") or "") if name == CUSTOM else None
-        flags = _FLAGS[key] = layer_flags(key, target, name == HF, build)
+        flags = _FLAGS[key] = layer_flags(key, target, name == HF, build, fresh)
     return flags
 
 

@@ -57,26 +57,34 @@ def _digest(key: str, target: Optional[str], hf: bool) -> Optional[str]:
     return h.hexdigest()[:32]
 
 
-def layer_flags(key: str, target: Optional[str], hf: bool, build: Callable[[], Tuple[bool, ...]]
-                ) -> Tuple[bool, ...]:
-    """The flags stored for this configuration (``key``: its content), or ``build()`` and store them. An unreadable
-    or unwritable cache only costs the build."""
+def layer_flags(key: str, target: Optional[str], hf: bool, build: Callable[[], Tuple[bool, ...]],
+                fresh: bool = False) -> Tuple[bool, ...]:
+    """The flags stored for this configuration (``key``: its content), or ``build()`` and store them; with
+    ``fresh``, built and stored whatever is stored (a stored entry the rules found at odds with the configuration is
+    checked against the model itself, and repaired). An unreadable cache only costs the build; an unwritable one is
+    a warning."""
     digest = _digest(key, target, hf)
     path = default_cache_dir() / "layer-flags" / f"{digest}.json" if digest else None
-    if path is not None:
+    if path is not None and not fresh:
         try:
             stored = json.loads(path.read_text())
-            if isinstance(stored, list) and all(isinstance(f, bool) for f in stored):
+            if isinstance(stored, list) and stored and all(isinstance(f, bool) for f in stored):
                 return tuple(stored)
         except (OSError, ValueError):
             pass
     flags = tuple(bool(f) for f in build())
     if path is not None:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(json.dumps(list(flags)))
             os.replace(tmp, path)
-        except OSError:
-            pass
+        except OSError as err:
+            from ipuexp.models.cache_folder import unusable
+
+            unusable(path.parent.parent, err)
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
     return flags

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ipuexp.emulator.oom import human
+from ipuexp.files import savefig_whole, write_whole
 from ipuexp.plan.candidate import Candidate, differences
 from ipuexp.plan.evaluate import FITS, OOM, Outcome, lower_end
 from ipuexp.plan.planner import Plan
@@ -231,7 +232,7 @@ def pareto_plot(plan: Plan, path: Path) -> Path:
     ax.set_title(f"{plan.base.recipe or plan.base.model.name} on {plan.base.system.name}: candidates")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    savefig_whole(fig, path, dpi=120)
     plt.close(fig)
     return path
 
@@ -248,7 +249,7 @@ def pareto_front(fitting: List[Outcome]) -> List[Outcome]:
 def write_outputs(plan: Plan, top: List[Outcome], rejected: List[Outcome], out_dir: Path) -> Dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "plan.json"
-    path.write_text(json.dumps(plan_json(plan, top, rejected), indent=2))
+    write_whole(path, json.dumps(plan_json(plan, top, rejected), indent=2))
     return {"plan": path, "pareto": pareto_plot(plan, out_dir / "pareto.png")}
 
 

@@ -72,6 +72,9 @@ def check(cfg: PlanConfig) -> PlanConfig:
     for key in ("top_k", "trials", "exhaustive_limit"):
         if getattr(cfg, key) < 1:
             raise ConfigError(f"plan.{key}", getattr(cfg, key), "allowed: an integer >= 1")
+    if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, int) or not 0 <= cfg.seed < 2 ** 32:
+        # the samplers seed NumPy's generator, which takes 0 .. 2**32 - 1 (refused only after the seeds' search)
+        raise ConfigError("plan.seed", cfg.seed, "allowed: an integer in [0, 4294967295]")
     if cfg.workers < 0:
         raise ConfigError("plan.workers", cfg.workers, "allowed: 0 (one per CPU core) or an integer >= 1")
     return cfg

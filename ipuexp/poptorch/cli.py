@@ -105,16 +105,38 @@ def main(argv: Optional[List[str]] = None) -> None:
 
 
 def _check(cmd: Command) -> None:
-    """Compose every swept value once before the script runs: a key or value ipuexp rejects is one line."""
-    from ipuexp.__main__ import EXIT_CONFIG_ERROR, preflight, sweep_points
+    """Compose every swept value once before the script runs: a key or value ipuexp rejects is one line. Where the
+    job writes (its run or sweep folder, the tracking store) is checked then too, not after the script's work."""
+    from ipuexp.__main__ import EXIT_CONFIG_ERROR, check_outputs, preflight, sweep_points
     from ipuexp.config.errors import ConfigError
 
     try:
-        for point in sweep_points(cmd.overrides) if cmd.multirun else [cmd.overrides]:
-            preflight(point, rules=False)
+        for n, point in enumerate(sweep_points(cmd.overrides) if cmd.multirun else [cmd.overrides]):
+            cfg = preflight(point, rules=False)
+            if n == 0:
+                check_outputs(cfg, cmd.multirun)
+            if n == 0 and cmd.multirun:
+                from ipuexp.runner.ray_probe import check_ray
+
+                check_ray(cfg)
     except ConfigError as err:
         print(f"ipuexp: config error: {err}", file=sys.stderr)
         sys.exit(EXIT_CONFIG_ERROR)
+
+
+def _remove_bare(folder: Path) -> None:
+    """Remove a run folder that holds only what Hydra put there (its ``.hydra`` and the log), and the folders above
+    it that it leaves empty, up to the launch folder: a script refused before its prediction leaves nothing."""
+    import shutil
+
+    if not folder.is_dir() or {p.name for p in folder.iterdir()} - {".hydra", "poptorch.log"}:
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    here = Path.cwd().resolve()
+    parent = folder.resolve().parent
+    while parent != here and here in parent.parents and not any(parent.iterdir()):
+        parent.rmdir()
+        parent = parent.parent
 
 
 def _hydra_entry(cmd: Command) -> None:
@@ -140,6 +162,8 @@ def _hydra_entry(cmd: Command) -> None:
         except ScriptFailed as failed:
             if cmd.multirun:
                 raise  # this point fails; the sweep goes on
+            if failed.code == 2 and not job.predicted:  # a refused option or API: nothing of a run to keep
+                _remove_bare(Path(hc.runtime.output_dir))
             sys.exit(failed.code)  # reported already: no traceback of ipuexp's
         # The script ran in the launch folder (hydra.job.chdir=false); what a job leaves for its sweeper goes into
         # the job's own folder, as for python -m ipuexp.

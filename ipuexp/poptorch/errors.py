@@ -19,3 +19,8 @@ class UnsupportedError(Exception):
 class PredictionDone(BaseException):
     """Stops a script after its prediction (``--predict-only``); a BaseException, so that a script's own
     ``except Exception`` does not catch it."""
+
+
+class DoesNotFit(BaseException):
+    """Stops a script whose model does not fit in IPU memory under ``report.fail_on_oom=true``, as PopTorch's
+    compile would fail; a BaseException for the same reason as PredictionDone."""

@@ -56,13 +56,14 @@ def set_available_memory(tensor: torch.Tensor, available_memory_proportion: floa
 
 
 def loss_of(outputs: Any) -> torch.Tensor:
-    """The loss among a training model's outputs: what ``identity_loss`` returned, else the output itself, else the
-    scalar outputs that need a gradient (summed when there are several, as PopTorch sums several losses)."""
+    """The loss among a training model's outputs: what ``identity_loss`` returned, else the output itself when it is
+    a scalar (a tensor of any other shape has no gradient to start from), else the scalar outputs that need a
+    gradient (summed when there are several, as PopTorch sums several losses)."""
     flat: List[torch.Tensor] = [t for t in _flatten(outputs) if isinstance(t, torch.Tensor)]
     marked = [t for t in flat if t in marks["losses"]]
     if marked:
         return marked[0] if len(marked) == 1 else sum(marked[1:], marked[0])
-    if isinstance(outputs, torch.Tensor):
+    if isinstance(outputs, torch.Tensor) and outputs.dim() == 0:
         return outputs
     scalars = [t for t in flat if t.dim() == 0 and t.is_floating_point() and t.requires_grad]
     if not scalars:

@@ -10,6 +10,7 @@ from ipuexp.poptorch.errors import UnsupportedError
 from ipuexp.poptorch.strategy import PipelinedExecution
 from ipuexp.poptorch.suboptions import (TensorLocationSettings, _DistributedOptions, _JitOptions, _PopartOptions,
                                         _PrecisionOptions, _Recorded, _TensorLocationOptions, _TrainingOptions)
+from ipuexp.poptorch.values import member, positive_int
 
 __all__ = ["Options", "TensorLocationSettings"]
 
@@ -66,20 +67,23 @@ class Options(_Recorded):
 
     # ---- batching --------------------------------------------------------------------------------------------
     def deviceIterations(self, device_iterations: int) -> "Options":
-        self.device_iterations = int(device_iterations)
+        self.device_iterations = positive_int("Options.deviceIterations", device_iterations,
+                                              "options.device_iterations")
         return self
 
     def replicationFactor(self, replication_factor: int) -> "Options":
-        self.replication_factor = int(replication_factor)
+        self.replication_factor = positive_int("Options.replicationFactor", replication_factor,
+                                               "options.replication_factor")
         return self
 
     def inputReplicaGrouping(self, input_group_size: int, input_group_type: Any = None) -> "Options":
         raise UnsupportedError("Options.inputReplicaGrouping", "every replica reads its own data (the default)")
 
     def outputMode(self, output_mode: OutputMode, output_return_period: Optional[int] = None) -> "Options":
-        mode = OutputMode(output_mode)
+        supported = "OutputMode.Final, All, Sum, Default"
+        mode = member("Options.outputMode", output_mode, OutputMode, supported)
         if mode == OutputMode.EveryN:
-            raise UnsupportedError("OutputMode.EveryN", "OutputMode.Final, All, Sum, Default")
+            raise UnsupportedError("OutputMode.EveryN", supported)
         self.output_mode = mode
         return self
 

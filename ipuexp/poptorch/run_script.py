@@ -10,7 +10,7 @@ import traceback
 from pathlib import Path
 from typing import Any, List
 
-from ipuexp.poptorch.errors import PredictionDone, UnsupportedError
+from ipuexp.poptorch.errors import DoesNotFit, PredictionDone, UnsupportedError
 from ipuexp.poptorch.session import Session, session
 
 EXIT_UNSUPPORTED = 2
@@ -49,6 +49,12 @@ def run(script: str, args: List[str], job: Session) -> Any:
                 runpy.run_path(path, run_name="__main__")
             except PredictionDone:
                 pass
+            except DoesNotFit:
+                from ipuexp.__main__ import EXIT_DOES_NOT_FIT
+
+                print(f"ipuexp.poptorch: {Path(script).name} stopped at its prediction: the model does not fit in "
+                      "IPU memory (report.fail_on_oom=true)", file=sys.stderr)
+                raise ScriptFailed("does not fit", EXIT_DOES_NOT_FIT) from None
             except SystemExit as exc:
                 if exc.code not in (0, None):
                     job.close(exc)

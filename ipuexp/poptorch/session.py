@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any, List, Optional
 
-from ipuexp.poptorch.errors import PredictionDone
+from ipuexp.poptorch.errors import DoesNotFit, PredictionDone
 
 log = logging.getLogger("ipuexp.poptorch")
 
@@ -85,6 +85,10 @@ class Session:
         if self.predict_only:
             self.close()
             raise PredictionDone()
+        if getattr(self.result, "fits", None) is False and cfg.report.get("fail_on_oom", False) \
+                and _sweep_point() is None:  # a sweep's point is a result in its summary, as for python -m ipuexp
+            self.close()
+            raise DoesNotFit()
 
     def _base(self) -> Any:
         import copy

@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Optional
 
 from ipuexp.poptorch.enums import MeanReductionStrategy, OutputMode, ReductionType
 from ipuexp.poptorch.errors import UnsupportedError
+from ipuexp.poptorch.values import positive_int
 
 
 class _Recorded:
@@ -100,7 +101,8 @@ class _TrainingOptions(_Recorded):
         self.auto_loss_scaling = False
 
     def gradientAccumulation(self, gradient_accumulation: int) -> "_TrainingOptions":
-        self.gradient_accumulation = int(gradient_accumulation)
+        self.gradient_accumulation = positive_int("Training.gradientAccumulation", gradient_accumulation,
+                                                  "options.gradient_accumulation")
         return self
 
     def accumulationAndReplicationReductionType(self, reduction_type: ReductionType) -> "_TrainingOptions":

@@ -11,7 +11,7 @@ import os
 import signal
 from typing import Callable
 
-from ipuexp.runner.forking import can_fork, flush_streams
+from ipuexp.runner.forking import can_fork, end_with_parent, flush_streams
 
 
 def start_aside(work: Callable[[], object]) -> Callable[..., bool]:
@@ -28,8 +28,8 @@ def start_aside(work: Callable[[], object]) -> Callable[..., bool]:
         if pid == 0:  # the child: work, then leave without running the parent's exit handlers
             code = 1
             try:
-                for sig in (signal.SIGINT, signal.SIGTERM):
-                    signal.signal(sig, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                end_with_parent()  # SIGTERM, or the command's death, ends it through SystemExit
                 work()
                 code = 0
             finally:

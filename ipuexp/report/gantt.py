@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Sequence, Tuple, Union
 import numpy as np
 
 from ipuexp.emulator.events import Event, EventRows
+from ipuexp.files import savefig_whole
 from ipuexp.report.event_columns import Columns, runs
 from ipuexp.report.gc_freeze import existing_objects_frozen
 from ipuexp.report.step_segments import Segment, micro_batches, segments, shares
@@ -145,7 +146,7 @@ def draw_gantt(events: Union[Sequence[Event], EventRows], path: Union[str, Path]
     # once, not twice.
     fig.get_layout_engine().execute(fig)
     fig.set_layout_engine(None)
-    fig.savefig(path, dpi=DPI)
+    savefig_whole(fig, path, dpi=DPI)
     return path
 
 

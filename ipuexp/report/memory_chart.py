@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Sequence, Tuple, Union
 
+from ipuexp.files import savefig_whole
 from ipuexp.report.gc_freeze import existing_objects_frozen
 from ipuexp.result import MemoryFigures
 from ipuexp.units import MIB, human_bytes
@@ -31,7 +32,7 @@ def _figure(width: float, height: float):
 def _save(fig, path: Path) -> None:
     fig.tight_layout()
     fig.set_layout_engine(None)  # laid out: with no engine left (not even "none"), savefig draws once, not twice
-    fig.savefig(path, dpi=110)
+    savefig_whole(fig, path, dpi=110)
 
 
 @existing_objects_frozen()

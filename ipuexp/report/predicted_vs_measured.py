@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from ipuexp.files import savefig_whole
 from ipuexp.report.sweep import Point, ReportError, Sweep, swept_options
 from ipuexp.units import column_unit, human_bytes
 
@@ -150,7 +151,7 @@ def plot_measured(sweep: Sweep, path: Path) -> Path:
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize="small", loc="best")  # off the diagonal, where fewer points lie
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    savefig_whole(fig, path, dpi=120)
     return path
 
 

@@ -11,6 +11,7 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ipuexp.files import savefig_whole
 from ipuexp.report import label_placement
 from ipuexp.report.option_values import compact, is_integer, order, parse
 from ipuexp.report.sweep import Point, Sweep, pareto_front, pareto_numbers
@@ -131,7 +132,7 @@ def throughput_vs_option(sweep: Sweep, key: str, path: Path) -> Path:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize="small")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    savefig_whole(fig, path, dpi=120)
     return path
 
 
@@ -166,7 +167,7 @@ def pareto_chart(sweep: Sweep, path: Path) -> Path:
     """``pareto_figure`` as a PNG at ``path``."""
     fig = pareto_figure(sweep)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    savefig_whole(fig, path, dpi=120)
     return path
 
 

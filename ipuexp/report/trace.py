@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Union
 
 from ipuexp.emulator.events import Event, EventRows
+from ipuexp.files import write_whole
 from ipuexp.report.gc_freeze import existing_objects_frozen
 from ipuexp.report.trace_text import trace_text
 
@@ -98,7 +99,7 @@ def write_trace(events: Union[Iterable[Event], EventRows], path: Union[str, Path
         objects = events.events() if isinstance(events, EventRows) else events
         text = before(sorted({e.ipu for e in objects})) + ",".join(_json_events(_merged(objects))) + after
     data = text.encode()
-    path.write_bytes(gzip.compress(data, compresslevel=1, mtime=0) if path.suffix == ".gz" else data)
+    write_whole(path, gzip.compress(data, compresslevel=1, mtime=0) if path.suffix == ".gz" else data)
     return path
 
 

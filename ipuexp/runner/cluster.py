@@ -77,6 +77,10 @@ def connect(settings: RaySettings) -> str:
             _started_here = True
         _connected_here = True
     except Exception as exc:  # ConnectionError, ValueError (bad address or sizes), RuntimeError
+        try:
+            ray.shutdown()  # what a failed start had started (its driver's processes) ends with it
+        except Exception:
+            pass
         first = " ".join(str(exc).split())[:300]
         if address:
             hint = ("; a cluster with token authentication (ray start --head turns it on when the head has "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, List, Optional, Protocol, Sequence, Tuple
 
 from ipuexp.runner import compose, summary
 from ipuexp.runner.errors import SweepReturn, failed_return
@@ -22,9 +22,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class Records(Protocol):
+    """Where the jobs' MLflow runs are written aside (``ipuexp.tracking.recorder.Recorder``): how many were sent,
+    and how many are written."""
+
+    sent: int
+
+    def take_answers(self, wait: bool) -> int: ...
+
+
 def launch(*, hydra_context: Any, task_function: Any, config: ConfigNode, job_overrides: Sequence[Sequence[str]],
-           initial_job_idx: int, why: str, show_summary: bool = True, tally: Optional[Tally] = None) -> List[Any]:
-    """Run ``job_overrides`` here; return their JobReturns in order. ``why`` says why not on Ray (logged)."""
+           initial_job_idx: int, why: str, show_summary: bool = True, tally: Optional[Tally] = None,
+           records: Optional[Records] = None) -> List[Any]:
+    """Run ``job_overrides`` here; return their JobReturns in order. ``why`` says why not on Ray (logged). With
+    ``records``, a job's progress line waits until its MLflow run is written (the next jobs compute meanwhile): a
+    sweep killed outright has a run in the store for every point it reported done."""
     from hydra.core.utils import JobStatus, configure_log, run_job, setup_globals
 
     from ipuexp.runner.worker import JobTiming, TaskTimer, failure
@@ -38,6 +50,13 @@ def launch(*, hydra_context: Any, task_function: Any, config: ConfigNode, job_ov
     progress = Progress(job_overrides, tally)
     results: List[Any] = []
     compose_s: List[float] = []
+    lines: List[Tuple[int, str]] = []  # progress lines, each after the runs sent before it are written
+
+    def say(wait: bool) -> None:
+        written = records.take_answers(wait) if records is not None else 0
+        while lines and lines[0][0] <= written:
+            log.info(lines.pop(0)[1])
+
     try:
         for pos, overrides in enumerate(job_overrides):
             idx = initial_job_idx + pos
@@ -58,9 +77,12 @@ def launch(*, hydra_context: Any, task_function: Any, config: ConfigNode, job_ov
                 ret.timing = JobTiming(worker_s=time.perf_counter() - t, task_s=timer.seconds)
             configure_log(config.hydra.hydra_logging, config.hydra.verbose)
             results.append(ret)
-            log.info(progress.line(idx, ret))
+            lines.append((records.sent if records is not None else 0, progress.line(idx, ret)))
+            say(wait=False)
+        say(wait=True)
     except KeyboardInterrupt:
         configure_log(config.hydra.hydra_logging, config.hydra.verbose)
+        say(wait=True)
         log.warning(f"Interrupted: {len(job_overrides) - len(results)} jobs did not finish")
         report(results, initial_job_idx, tally, show_summary, f"Interrupted sweep {config.hydra.sweep.dir}",
                ends_sweep=True)

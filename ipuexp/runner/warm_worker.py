@@ -18,7 +18,7 @@ import os
 import signal
 from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple
 
-from ipuexp.runner.forking import can_fork, flush_streams
+from ipuexp.runner.forking import can_fork, end_with_parent, flush_streams
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -67,8 +67,8 @@ if hasattr(os, "register_at_fork"):
 
 
 def _serve(conn: "Connection", preload: str) -> int:
-    for sig in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C ends it with the command
-        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it with the command
+    end_with_parent()  # and so does the command's death, kill -9 included
     logging.disable(logging.CRITICAL)  # the command reports; a warning here would be a second copy
     module, _, function = preload.partition(":")
     getattr(importlib.import_module(module), function)()

@@ -23,6 +23,9 @@ to headers folded only at spaces, then to headers on one line.
 separators ``/ . _ - = ,`` of a long token, and only as a last resort is a single token (a path) cut into pieces of
 the column's width. A text column gives up room down to :data:`MIN_TEXT` characters (or its widest figure).
 
+**Narrower than :data:`MIN_WIDTH` (40 columns).** The lines are laid out for a terminal of 40 columns (the
+terminal's own wrapping folds them further, without cutting a figure) and every table is records.
+
 **Too wide: records.** When even the narrowest layout (figures whole, headers folded as far as the rule allows,
 text columns at :data:`MIN_TEXT`) is wider than the terminal, the table becomes a list of records: for each row,
 the cell of its name column as a heading line (after the column's header when it is a figure: ``IPU 3``), then one
@@ -36,9 +39,10 @@ plain text; row and cell styles (rich style names) colour it on a terminal only,
 from __future__ import annotations
 
 from ipuexp.terminal_table.table import Column, Table
-from ipuexp.terminal_table.text import (DEFAULT_WIDTH, GAP, INDENT, MARKS, MIN_PIECE, MIN_TEXT, RULE, UNITS, Cell,
-                                         cells, fold, is_figure, terminal_console, terminal_width, widest_figure,
-                                         wrap)
+from ipuexp.terminal_table.text import (DEFAULT_WIDTH, GAP, INDENT, MARKS, MIN_PIECE, MIN_TEXT, MIN_WIDTH, RULE,
+                                         UNITS, Cell, cells, fold, is_figure, terminal_console, terminal_width,
+                                         widest_figure, wrap)
 
-__all__ = ["Cell", "Column", "DEFAULT_WIDTH", "GAP", "INDENT", "MARKS", "MIN_PIECE", "MIN_TEXT", "RULE", "Table",
+__all__ = ["Cell", "Column", "DEFAULT_WIDTH", "GAP", "INDENT", "MARKS", "MIN_PIECE", "MIN_TEXT", "MIN_WIDTH", "RULE",
+           "Table",
            "UNITS", "cells", "fold", "is_figure", "terminal_console", "terminal_width", "widest_figure", "wrap"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
-from ipuexp.terminal_table.text import (GAP, INDENT, MIN_TEXT, RULE, Cell, _fold_header, _header_pieces, cells, fold,
-                                         is_figure, terminal_console, terminal_width, widest_figure)
+from ipuexp.terminal_table.text import (GAP, INDENT, MIN_TEXT, MIN_WIDTH, RULE, Cell, _fold_header, _header_pieces,
+                                         cells, fold, is_figure, terminal_console, terminal_width, widest_figure)
 
 
 @dataclass(frozen=True)
@@ -148,13 +148,16 @@ class Table:
         whole([max(s.natural, s.need(0)) for s in shapes])
         return out
 
-    def lines(self, width: Optional[int] = None) -> List[List[Segment]]:
-        """The output lines within ``width`` (the rule's), as styled segments."""
+    def lines(self, width: Optional[int] = None, records: bool = False) -> List[List[Segment]]:
+        """The output lines within ``width`` (the rule's), as styled segments; as records when ``records`` or when
+        ``width`` is below :data:`MIN_WIDTH` (then within that)."""
         width = terminal_width(width)
+        narrow = records or width < MIN_WIDTH
+        width = max(width, MIN_WIDTH)
         out: List[List[Segment]] = []
         if self.title:
             out += [[(line, None)] for line in fold(self.title, width)]
-        widths = self.widths(width)
+        widths = None if narrow else self.widths(width)
         if widths is None:
             return out + self._records(width)
         shapes = self._shapes()
@@ -234,7 +237,7 @@ class Table:
     def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
         from rich.text import Text
 
-        for line in self.lines(options.max_width):
+        for line in self.lines(options.max_width, records=getattr(console, "ipuexp_narrow", False)):
             text = Text(no_wrap=True, overflow="ignore", end="\n")
             for part, style in line:
                 text.append(part, style=style or "")

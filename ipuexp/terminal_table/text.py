@@ -10,6 +10,10 @@ from typing import Any, List, Optional, Tuple
 
 DEFAULT_WIDTH = 80
 """The width when standard output is not a terminal and ``$COLUMNS`` is not set."""
+MIN_WIDTH = 40
+"""The narrowest layout: a terminal narrower than this gets the lines of one this wide (its own wrapping folds
+them further, without cutting a figure) and every table as records. Below it, folding at the terminal's width would
+cut words and figures into pieces of a few characters."""
 MIN_TEXT = 12
 """A text column folds down to this many characters (fewer when its widest cell is narrower)."""
 GAP = 2
@@ -53,10 +57,14 @@ def terminal_width(width: Optional[int] = None, stream: Any = None) -> int:
 
 
 def terminal_console(width: Optional[int] = None, file: Any = None, **kwargs: Any) -> Any:
-    """A rich Console of the rule's width (:func:`terminal_width` of ``file``, default standard output)."""
+    """A rich Console of the rule's width (:func:`terminal_width` of ``file``, default standard output), at least
+    :data:`MIN_WIDTH`."""
     from rich.console import Console
 
-    return Console(width=terminal_width(width, file), file=file, **kwargs)
+    columns = terminal_width(width, file)
+    console = Console(width=max(columns, MIN_WIDTH), file=file, **kwargs)
+    console.ipuexp_narrow = columns < MIN_WIDTH  # read by a Table printed on it: records, whatever fits in MIN_WIDTH
+    return console
 
 
 def cells(text: str) -> int:
@@ -177,7 +185,7 @@ def fold(text: str, width: int, later: Optional[int] = None) -> List[str]:
 def wrap(text: str, width: Optional[int] = None, indent: int = 0, subsequent: int = 4) -> str:
     """A paragraph within ``width`` (the rule's): ``indent`` spaces before its first line and ``subsequent`` more
     before the others; figures stay whole (:func:`fold`)."""
-    width = terminal_width(width)
+    width = max(terminal_width(width), MIN_WIDTH)
     lines = fold(text, width - indent, width - indent - subsequent)
     return "\n".join(" " * (indent if n == 0 else indent + subsequent) + line for n, line in enumerate(lines))
 

@@ -81,7 +81,7 @@ def deferred_job(cfg: DictConfig, rec: Any, sweep: Any, name: Optional[str]) -> 
     data = resolved(cfg)
     record = JobRecord(uri=tracking_uri(cfg), experiment=experiment_name(cfg), data=data,
                        overrides=list(sweep.job_overrides) if sweep is not None else hydra_overrides(),
-                       sweep=sweep, name=name, start_ms=_now_ms(), reply=sweep is None)
+                       sweep=sweep, name=name, start_ms=_now_ms(), reply=True)
     run = DeferredRun(record, data["ipu"].get("memory_per_tile_bytes"))
     status, error = "FINISHED", None
     try:
@@ -101,7 +101,7 @@ def deferred_job(cfg: DictConfig, rec: Any, sweep: Any, name: Optional[str]) -> 
         if not any(Path(p).name == "config.yaml" and a is None for p, a in record.files):
             record.texts["config.yaml"] = OmegaConf.to_yaml(cfg, resolve=True)  # the job did not write its own
         rec.send(record)
-        if record.reply:
+        if sweep is None:
             run._asked = rec
             if error is not None:  # the job's own error says more; the store's goes on one line beside it
                 try:

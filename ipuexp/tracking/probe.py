@@ -13,6 +13,8 @@ from ipuexp.tracking.store import sqlite_path
 DEFAULT_TIMEOUT_S = 10.0
 """``tracking.timeout_s``'s default: how long a store may take to answer the probe."""
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+MLFLOW_TABLES = frozenset({"experiments", "runs"})
+"""Tables every MLflow SQLite store has: a database with tables but not these is another program's."""
 
 
 class StoreUnreachable(RuntimeError):
@@ -86,15 +88,20 @@ def _sqlite(db: Path, timeout_s: float) -> None:
     if not os.access(db, os.W_OK) or not os.access(db.parent, os.W_OK):
         raise StoreUnreachable(f"{db} cannot be written (its permissions, or its folder's)")
     try:
-        con = sqlite3.connect(f"file:{db}?mode=rw", uri=True, timeout=timeout_s)
+        # Read only and without locks: no byte written, not even the -wal and -shm files a WAL database would get.
+        con = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True, timeout=timeout_s)
         try:
-            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            tables = {name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         finally:
             con.close()
     except sqlite3.Error as err:
         if any(word in str(err).lower() for word in ("locked", "busy")):
             return  # in use by other writers: the store's own retries wait for it (store.retry)
         raise StoreUnreachable(f"{db} cannot be opened as an SQLite database ({err})") from None
+    if tables and not MLFLOW_TABLES <= tables:  # MLflow would add its tables to another program's database
+        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise StoreUnreachable(f"{db} is another program's SQLite database (tables {shown}; no MLflow runs and "
+                               "experiments); name a new file or an MLflow store")
 
 
 def _answers(host: str, port: int, timeout_s: float) -> None:

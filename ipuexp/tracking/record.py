@@ -38,4 +38,5 @@ class JobRecord:
     texts: Dict[str, str] = field(default_factory=dict)
     """Files written into the run from text: ``error.txt``, a ``config.yaml`` the job did not write."""
     reply: bool = False
-    """The job waits for its run's id (a single run prints it)."""
+    """The recorder answers once the run is written: a single run waits for its id (it prints it); a sweep reports
+    a point done only once its run is in the store (``Recorder.take_answers``)."""

@@ -51,7 +51,8 @@ class _Start:
     sweep_dir: Optional[Path]
     """The sweep's folder; None for a single run."""
     spec: Tuple[Any, ...]
-    """``("sweep", config, SweepContext, driver process, start ms)`` or ``("run", uri, experiment name)``."""
+    """``("sweep", config, SweepContext, driver process, start ms)`` or ``("run", uri, experiment name, the
+    JobRecord written as KILLED if the command dies before its job sends its own)``."""
     here: Callable[[], None]
 
 
@@ -120,6 +121,18 @@ def drop_early() -> None:
         rec.conn.close()
 
 
+def _close_in_child() -> None:
+    """A process forked later (a chart's helper, the warm worker) holds no end of the recorder's pipe, so the
+    recorder sees the pipe close as soon as the command is gone (and records a killed run as KILLED then)."""
+    for rec in (_active, _early):
+        if rec is not None:
+            rec.conn.close()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_in_child)
+
+
 def start_aside(serve: Callable[[Any, Tuple[Any, ...]], int]) -> None:
     """Hand a kept start to the recorder (forking it now, to run ``serve(its end of the pipe, spec)``, unless it was
     forked early); where this process cannot fork safely (other threads), do the start here."""
@@ -171,6 +184,11 @@ def _fork(serve: Callable[[Any], int], sweep_dir: Optional[Path]) -> Optional["R
 
 
 
+def active() -> Optional["Recorder"]:
+    """The recorder of this process's sweep or run, if it has one."""
+    return _active
+
+
 def for_sweep(sweep_dir: Optional[Path]) -> Optional["Recorder"]:
     """The recorder of the sweep in ``sweep_dir`` (None: of this single run), when this process has one."""
     if _active is not None and _active.sweep_dir == sweep_dir:
@@ -198,6 +216,8 @@ class Recorder:
         self._resumed: Optional[FrozenSet[str]] = None
         self.opened = True
         """False for a recorder forked early that has not been given its store yet."""
+        self.sent = self.answered = 0
+        """Runs sent that ask for an answer, and answers read: the runs written."""
 
     def resumed(self) -> FrozenSet[str]:
         """The config hashes finished in a lost sweep this one resumes, once the recorder has read them (empty
@@ -205,7 +225,7 @@ class Recorder:
         if self._resumed is None:
             try:
                 if self.conn.poll():
-                    self._resumed = frozenset(self.conn.recv()[1])
+                    self._read()
             except (EOFError, OSError):
                 self._resumed = frozenset()
         return self._resumed or frozenset()
@@ -214,13 +234,33 @@ class Recorder:
         """The id of the run just sent (``JobRecord.reply``) and what the store said if it failed."""
         try:
             while True:
-                message = self.conn.recv()
+                message = self._read()
                 if message[0] == "run":
                     return message[1], message[2]
         except (EOFError, OSError):
             return None, "the MLflow recorder stopped"
 
+    def take_answers(self, wait: bool) -> int:
+        """Read the answers that have come (with ``wait``, all those owed); returns how many runs are written. A
+        recorder that is gone owes nothing more."""
+        try:
+            while self.answered < self.sent and (wait or self.conn.poll()):
+                self._read()
+        except (EOFError, OSError):
+            self.answered = self.sent
+        return self.answered
+
+    def _read(self) -> Tuple[Any, ...]:
+        message = self.conn.recv()
+        if message[0] == "run":
+            self.answered += 1
+        elif message[0] == "resumed" and self._resumed is None:
+            self._resumed = frozenset(message[1])
+        return message
+
     def send(self, record: JobRecord) -> None:
+        if record.reply:
+            self.sent += 1
         try:
             self.conn.send(("job", record))
         except (BrokenPipeError, OSError):

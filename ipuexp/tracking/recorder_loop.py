@@ -68,7 +68,7 @@ def _start(spec: Tuple[Any, ...]) -> Started:
     if spec[0] == "run":
         from ipuexp.tracking.store import client, experiment_id
 
-        _, uri, name = spec
+        uri, name = spec[1], spec[2]
         return Started(uri=uri, experiment_id=experiment_id(client(uri), name, uri), parent_id=None)
     from hydra.core.utils import configure_log, setup_globals
 
@@ -105,12 +105,16 @@ def serve(conn: "Connection", spec: Tuple[Any, ...]) -> int:
         pass
     if started is not None:
         _warm()
+    recorded = False
     while True:
         try:
             kind, payload = conn.recv()
         except (EOFError, OSError):  # the driver is gone without a word
             kind, payload = "end", "gone"
         if kind == "end":
+            if started is not None and payload in ("gone", "KILLED") and spec[0] == "run" and not recorded \
+                    and len(spec) > 3:
+                record_job(_killed(spec[3]), started)  # killed before its job sent its run: KILLED all the same
             if started is not None:
                 try:
                     _end(spec, payload, started)
@@ -118,6 +122,7 @@ def serve(conn: "Connection", spec: Tuple[Any, ...]) -> int:
                     log.warning(f"ipuexp: closing the sweep's MLflow runs failed: {exc}")
                     ok = False
             return 0 if ok else 1
+        recorded = True
         run_id, failed = record_job(payload, started) if started is not None else (None, "the store failed to open")
         ok = ok and failed is None
         if payload.reply:
@@ -177,6 +182,35 @@ def record_job(record: JobRecord, started: Started) -> Tuple[Optional[str], Opti
         return None, said
 
 
+def _killed(record: JobRecord) -> JobRecord:
+    """The run of a single job whose command was killed before the job sent it (``kill -9``)."""
+    import time
+
+    record.status, record.end_ms = "KILLED", int(time.time() * 1000)
+    record.tags.append(("error", "its command was killed before the run ended"))
+    return record
+
+
+def _first_record(cfg: Any, uri: str, experiment: str) -> Tuple[JobRecord, ...]:
+    """What the recorder writes as KILLED if the command dies before its job sends its run (none where the
+    configuration does not resolve before Hydra starts): the configuration as composed, the command line's
+    overrides. Node by node, without Hydra's own, which resolves only in a running job (and without a copy of the
+    whole configuration: milliseconds on the way to the run)."""
+    import sys
+    import time
+
+    from omegaconf import OmegaConf
+
+    try:
+        data = {k: OmegaConf.to_container(cfg[k], resolve=True, enum_to_str=True) if OmegaConf.is_config(cfg[k])
+                else cfg[k] for k in cfg if k != "hydra"}
+    except Exception:
+        return ()
+    return (JobRecord(uri=uri, experiment=experiment, data=data,
+                      overrides=[a for a in sys.argv[1:] if not a.startswith("-")], sweep=None, name=None,
+                      start_ms=int(time.time() * 1000)),)
+
+
 def record_run(cfg: Any) -> None:
     """For a single tracked run of ``python -m ipuexp`` (its configuration composed, Hydra not started): start its
     recorder now, so that MLflow is imported and its store opened while the job is composed and evaluated. Not for
@@ -190,5 +224,6 @@ def record_run(cfg: Any) -> None:
     recorder.allow()
     uri = tracking_uri(cfg)
     recorder.open_early(uri)
-    if recorder.defer(None, ("run", uri, experiment_name(cfg)), lambda: None):
+    name = experiment_name(cfg)
+    if recorder.defer(None, ("run", uri, name, *_first_record(cfg, uri, name)), lambda: None):
         recorder.start_aside(serve)

@@ -24,7 +24,7 @@ from ipuexp.tracking import curated, safety
 from ipuexp.tracking.identity import clip_tag, job_tags, resolved
 from ipuexp.tracking.run_entries import (StoreFailed, error_entries, hydra_overrides, is_store_error,  # noqa: F401
                                          result_entries)
-from ipuexp.tracking.store import client, experiment_id, experiment_name, retry, tracking_uri
+from ipuexp.tracking.store import checkpoint, client, experiment_id, experiment_name, retry, tracking_uri
 from ipuexp.tracking.sweep import PARENT_TAG, SweepContext, close_parent, job_parent, run_name, varied
 
 log = logging.getLogger(__name__)
@@ -135,6 +135,7 @@ class TrackedRun:
             self._copy_files(texts)
         finally:
             retry(self.client.set_terminated, self.run_id, status=status, end_time=end_time)
+            checkpoint(str(getattr(self.client, "tracking_uri", "") or ""))
 
     def _copy_files(self, texts: Mapping[str, str]) -> None:
         repo = self._repo()

@@ -173,6 +173,7 @@ def _open_client(uri: str) -> Any:
     # (SQLite files must be on a local disk anyway) to keep the user's folder clean.
     digest = hashlib.sha256(str(db).encode()).hexdigest()[:16]
     with file_lock(Path(tempfile.gettempdir()) / f"ipuexp-mlflow-{digest}.lock"):
+        checkpoint(uri, "TRUNCATE")  # the runs a killed command left only in the log
         c = retry(MlflowClient, tracking_uri=uri)
         _commit_without_fsync(c)
         return c
@@ -201,6 +202,27 @@ def _commit_without_fsync(c: Any) -> None:
 
     event.listen(engine, "connect", pragmas)
     engine.dispose()  # connections opened while the schema was checked reopen with the pragmas
+
+
+def checkpoint(uri: str, mode: str = "PASSIVE") -> None:
+    """Copy what the write-ahead log holds into the SQLite file of ``uri`` (``mlflow.db``), so that the file alone
+    is the whole store whenever no command runs: a copy of it, or a reader that ignores ``mlflow.db-wal``, sees
+    every run. ``PASSIVE`` as a run ends (it waits for no one); ``TRUNCATE`` as a command opens the store, which
+    also empties a log a killed command left. Best effort: a busy store is checkpointed by its next writer."""
+    import sqlite3
+
+    db = sqlite_path(uri)
+    if db is None or not db.is_file():
+        return
+    try:
+        # Never a long wait: a busy store is checkpointed by whoever ends or opens it next.
+        con = sqlite3.connect(str(db), timeout=0.25 if mode == "TRUNCATE" else 0.1)
+        try:
+            con.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        pass
 
 
 def find_experiment(c: Any, name: str, uri: str) -> Optional[str]:

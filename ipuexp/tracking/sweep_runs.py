@@ -38,7 +38,7 @@ def close_sweep(config: DictConfig, cluster_lost: Optional[Any] = None) -> None:
     if ctx is None:
         return
     from ipuexp.tracking import safety
-    from ipuexp.tracking.store import client, retry, tracking_uri
+    from ipuexp.tracking.store import checkpoint, client, retry, tracking_uri
     from ipuexp.tracking.sweep import DRIVER_TAG, close_parent, find_parent, release_parent
 
     lost = cluster_lost.cause if cluster_lost is not None else None
@@ -56,6 +56,7 @@ def close_sweep(config: DictConfig, cluster_lost: Optional[Any] = None) -> None:
         safety.unregister(parent.info.run_id)
         log_links(c, uri, exp, parent.info.run_id, OmegaConf.select(config, "tracking.ui_url"))
     remove_lock(ctx)
+    checkpoint(uri)  # the sweep's runs in mlflow.db itself, not only in its write-ahead log
     if cluster_lost is not None:  # the parent was tagged with its command when the sweep started
         cluster_lost.resume = ("re-run the same command to run only the points that did not finish"
                                if sweep_context(config) is not None else "re-run the same command with "
@@ -66,7 +67,7 @@ def sweep_end(config: DictConfig, ctx: Any, how: str, started: Any) -> None:
     """The sweep's end in its recorder: ``end``, the sweep is over (as ``on_multirun_end``); ``KILLED``, the driver
     exits early (Ctrl-C): its stale children are KILLED, without the links; ``gone``, the driver ended without a
     word (``kill -9``), and so is the parent run."""
-    from ipuexp.tracking.store import client, retry
+    from ipuexp.tracking.store import checkpoint, client, retry
     from ipuexp.tracking.sweep import release_parent
 
     if how == "end":
@@ -78,6 +79,7 @@ def sweep_end(config: DictConfig, ctx: Any, how: str, started: Any) -> None:
         retry(c.set_tag, started.parent_id, "error", "its sweep's driver process ended without closing it")
         retry(c.set_terminated, started.parent_id, status="KILLED")
     remove_lock(ctx)
+    checkpoint(started.uri)
 
 
 def sweep_start(config: DictConfig, ctx: Any, driver: str, start_ms: int, resumed: bool) -> Any:

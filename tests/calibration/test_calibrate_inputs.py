@@ -71,6 +71,18 @@ def test_a_calibration_folder_that_cannot_be_written_is_found_before_the_fit(her
     _refused(capsys, [str(path), "--name", "n"], f"{user.ENV}=", "a folder that can be written", "not a folder")
 
 
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
+def test_a_folder_in_the_place_of_the_calibration_file_is_found_before_the_fit(here, capsys, monkeypatch,
+                                                                               overwrite):
+    (here / "cals" / "n.yaml").mkdir(parents=True)
+    monkeypatch.setattr(cmd, "_calibrate", lambda *a: pytest.fail("the fit started"))
+    path = here / "m.csv"
+    path.write_text("id,overrides,measured_samples_per_s\nr1,+recipe=bert_base,10\n")
+    _refused(capsys, [str(path), "--name", "n", *overwrite], "--name='n' is invalid", "is not a file",
+             "allowed: a name whose NAME.yaml is a file, or absent")
+    assert list((here / "cals" / "n.yaml").iterdir()) == []
+
+
 def test_a_store_that_does_not_exist_is_one_line_and_is_not_created(here, capsys):
     _refused(capsys, ["--name", "n", "--from-mlflow", "E", "--uri", "sqlite:///none.db"],
              "--uri='sqlite:///none.db' is invalid", "no such file")

@@ -82,3 +82,33 @@ def test_a_later_process_reads_the_layer_blocks_from_disk(compose_config, monkey
     monkeypatch.setattr(models, "_FLAGS", {})
     validate(cfg)
     assert len(built) == 2 and stored[0].read_text().startswith("[")
+
+
+def test_a_stored_entry_at_odds_with_the_model_is_rebuilt_not_trusted(compose_config, monkeypatch, tmp_path):
+    """A well-formed entry of the wrong length would make the user's valid layers_per_ipu wrong: the model is built
+    again before the rule refuses it, and the entry repaired."""
+    import json
+
+    from ipuexp import models
+    from ipuexp.config.validate import validate
+
+    built = _count_builds(monkeypatch, tmp_path)
+    cfg = compose_config(HF_BERT)
+    validate(cfg)
+    stored = list((tmp_path / "layer-flags").glob("*.json"))
+    right = json.loads(stored[0].read_text())
+    stored[0].write_text(json.dumps([False] + [True] * 5 + [False]))  # 5 layers, not 12
+    monkeypatch.setattr(models, "_FLAGS", {})  # a new process
+    validate(cfg)
+    assert len(built) == 2 and json.loads(stored[0].read_text()) == right
+
+
+def test_a_cache_folder_that_cannot_be_used_is_a_warning(compose_config, monkeypatch, tmp_path, caplog):
+    from ipuexp import models
+    from ipuexp.config.validate import validate
+
+    (tmp_path / "a_file").write_text("")
+    built = _count_builds(monkeypatch, tmp_path / "a_file")
+    validate(compose_config(HF_BERT))
+    assert len(built) == 1 and (tmp_path / "a_file").read_text() == ""
+    assert "the cache folder" in caplog.text and "cannot be used" in caplog.text

@@ -76,7 +76,7 @@ def test_entries_without_saved_boundary_fields_still_load(tmp_path, monkeypatch)
     assert cache.cache_key(MNIST, 2) != key
 
 
-def test_a_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+def test_a_failed_write_leaves_no_temporary_file_and_is_a_warning(tmp_path, monkeypatch, caplog):
     import errno
     import os
 
@@ -86,6 +86,50 @@ def test_a_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "replace", full)
-    with pytest.raises(OSError):
-        cache.save(graph, tmp_path / "g" / "entry.json")
+    cache.save(graph, tmp_path / "g" / "entry.json")  # the cache only saves time: the run goes on
     assert list((tmp_path / "g").iterdir()) == []
+    assert "cannot be used (No space left on device" in caplog.text
+
+
+@pytest.mark.parametrize("kind", ["a file", "read-only"])
+def test_a_cache_folder_that_cannot_be_written_is_a_warning(tmp_path, caplog, kind):
+    import os
+
+    folder = tmp_path / "cache"
+    if kind == "a file":
+        folder.write_text("")
+    else:
+        folder.mkdir()
+        folder.chmod(0o500)
+        if os.access(folder, os.W_OK):  # root writes anyway
+            pytest.skip("this user writes into read-only folders")
+    try:
+        graph = capture(MNIST, 4, cache_dir=str(folder))
+    finally:
+        if folder.is_dir():
+            folder.chmod(0o700)
+    assert graph.micro_batch_size == 4
+    assert f"the cache folder {folder} cannot be used" in caplog.text
+
+
+def test_a_run_whose_cache_folder_is_a_file_warns_and_goes_on(tmp_path):
+    from tests.test_cli import run_cli
+
+    (tmp_path / "a_file").write_text("")
+    proc = run_cli("+recipe=mnist_pipeline", "engine.mode=analytic", f"engine.cache_dir={tmp_path / 'a_file'}",
+                   "tracking.enabled=false", "report.charts=never", "hydra.run.dir=run", cwd=tmp_path)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert f"the cache folder {tmp_path / 'a_file'} cannot be used (Not a directory" in proc.stdout
+    assert (tmp_path / "run" / "result.json").is_file() and (tmp_path / "a_file").read_text() == ""
+
+
+def test_an_entry_that_is_not_of_its_model_is_captured_again(tmp_path):
+    first = capture(MNIST, 2, cache_dir=str(tmp_path))
+    path = cache.entry_path(MNIST, 2, str(tmp_path))
+    data = json.loads(path.read_text())
+    data["micro_batch_size"], data["num_layers"] = 8, 3  # well-formed, but another capture's figures
+    data["blocks"] = data["blocks"][:-1]
+    path.write_text(json.dumps(data))
+    again = capture(MNIST, 2, cache_dir=str(tmp_path))
+    assert again.blocks == first.blocks and again.micro_batch_size == 2
+    assert json.loads(path.read_text())["num_layers"] == first.num_layers  # repaired

@@ -102,6 +102,12 @@ def test_bad_plan_setting_is_one_line(tmp_path):
                                    "auto | exhaustive | optuna")
     proc = _cli("+recipe=bert_large", "plan.no_such=1", cwd=tmp_path)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "plan.no_such" in proc.stderr
+    # The samplers' seed NumPy refuses, before the search rather than after it.
+    proc = _cli("+recipe=bert_large", "plan.seed=-1", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("ipuexp.plan: config error: plan.seed=-1 is invalid: allowed: an integer in "
+                                   "[0, 4294967295]")
+    assert not list(tmp_path.iterdir())
 
 
 @pytest.mark.slow

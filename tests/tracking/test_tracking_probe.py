@@ -38,6 +38,28 @@ def test_a_file_that_is_not_a_database_is_refused(tmp_path, content, why):
         reachable(f"sqlite:///{tmp_path / 'x.db'}")
 
 
+def test_another_programs_sqlite_file_is_refused_without_a_byte_written(tmp_path):
+    """An Optuna study's database: MLflow would write its tables into it, and the job would fail after its work."""
+    import hashlib
+
+    db = tmp_path / "study.db"
+    con = sqlite3.connect(db)
+    con.executescript("CREATE TABLE studies (study_id INTEGER PRIMARY KEY); CREATE TABLE trials (trial_id INTEGER);"
+                      "CREATE TABLE alembic_version (version_num TEXT); PRAGMA journal_mode=WAL;")
+    con.close()
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in tmp_path.iterdir()}
+    with pytest.raises(ConfigError) as err:
+        check_store("tracking.uri", "sqlite:///study.db", f"sqlite:///{db}")
+    assert str(err.value) == (f"tracking.uri='sqlite:///study.db' is invalid: allowed: a tracking store that opens "
+                              f"within 10 s (tracking.timeout_s): {db} is another program's SQLite database (tables "
+                              "alembic_version, studies, trials; no MLflow runs and experiments); name a new file "
+                              "or an MLflow store")
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in tmp_path.iterdir()} == before
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).close()  # an empty database: MLflow makes its tables in it
+    reachable(f"sqlite:///{empty}")
+
+
 def test_a_missing_store_is_refused_where_it_must_exist(tmp_path):
     with pytest.raises(StoreUnreachable, match="no such file"):
         reachable(f"sqlite:///{tmp_path / 'none.db'}", must_exist=True)
