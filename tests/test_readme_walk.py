@@ -202,8 +202,10 @@ _NORMALISE = [
     (re.compile(r"^(\s*\d+ jobs in )[\d.,]+ (m?s)"), r"\1T \2"),
     (re.compile(r"(per job )[\d.,]+ (m?s in the task, )[\d.,]+ (m?s in Hydra's run_job around it, )[\d.,]+ (m?s)"),
      r"\1T \2T \3T \4"),
-    # What a PopTorch script's numerics measured on this host (not a prediction).
+    # What a PopTorch script's numerics measured on this host (not a prediction), and its final loss, whose last
+    # digit moves with the order torch's CPU kernels sum in on another processor.
     (re.compile(r"^(ipuexp\.poptorch: this host ran them at )[\d,]+ (samples/s)$"), r"\1N \2"),
+    (re.compile(r"(weight updates on this host, final loss )\d+\.\d+"), r"\1L"),
 ]
 
 

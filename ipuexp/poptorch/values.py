@@ -5,15 +5,20 @@ from __future__ import annotations
 import enum
 from typing import Any, Type, TypeVar
 
-from ipuexp.config.errors import ConfigError
-
 E = TypeVar("E", bound=enum.Enum)
+
+
+def _refuse(call: str, value: Any, allowed: str) -> Exception:
+    # imported here: ConfigError is a Hydra exception, and ``import poptorch`` loads neither Hydra nor OmegaConf
+    from ipuexp.config.errors import ConfigError
+
+    return ConfigError(call, value, allowed)
 
 
 def positive_int(call: str, value: Any, key: str) -> int:
     """``value`` as an integer of at least 1; ``key`` is the ipuexp key the call maps to."""
     if isinstance(value, bool) or not isinstance(value, int) and not _integral(value) or int(value) < 1:
-        raise ConfigError(call, value, f"allowed: an integer >= 1 ({key})")
+        raise _refuse(call, value, f"allowed: an integer >= 1 ({key})")
     return int(value)
 
 
@@ -23,7 +28,7 @@ def member(call: str, value: Any, kind: Type[E], allowed: str) -> E:
     try:
         return kind(value)
     except ValueError:
-        raise ConfigError(call, value, f"allowed: {allowed}") from None
+        raise _refuse(call, value, f"allowed: {allowed}") from None
 
 
 def _integral(value: Any) -> bool:
