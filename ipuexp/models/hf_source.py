@@ -21,7 +21,8 @@ TASKS = ("pretraining", "masked-lm", "causal-lm", "classification", "question-an
 RoBERTa: masked LM; GPT-2: causal LM), a masked or causal language model, a sequence/image classifier, span
 question answering, or one of Transformers' task classes of the same name (AutoModelForSeq2SeqLM,
 ...ForTokenClassification, ...ForAudioClassification, ...ForCTC, ...ForImageClassification)."""
-INSTALL_HINT = "model.name=hf needs Transformers: pip install 'ipuexp[hf]'"
+INSTALL_HINT = ('model.name=hf needs Transformers, the hf extra: pip install -e ".[hf]" in a clone of ipuexp, or '
+                "pip install 'ipuexp[hf]' where ipuexp comes from a package index")
 SHIPPED_DIR = Path(__file__).resolve().parent / "hf_configs"
 # Shipped file stem -> the Hugging Face repository it was copied from (both names select it).
 SHIPPED = {
