@@ -19,7 +19,10 @@ what the table covers, each widening with its reason:
   links and host, weigh differently at another clock), and the spread of frameworks and SDKs
   (``SOFTWARE_SPREAD_PCT``, added in quadrature: another generation usually ran another SDK);
 * a larger system than any row: ``+SIZE_FACTOR`` of the band per doubling beyond the largest;
-* micro-batch or gradient accumulation more than 2x outside the table's range: ``x RANGE_FACTOR`` each.
+* micro-batch or gradient accumulation more than 2x outside the table's range: ``x RANGE_FACTOR`` each;
+* a micro-batch below every fitted row's (micro-batch 1): at least ``COVERAGE_K`` times the largest residual of
+  the unexplained rows at that micro-batch (GPT-2's), since every fixed cost of a pass weighs more there and the
+  model does not explain the rows that show it.
 
 Beyond its family, a prediction is as good as the rows near it (``Point``: IPUs per replica, tokens or pixels per
 micro-batch, samples per weight update, the fullest tile's headroom, system size, host framework). A row *reaches*
@@ -33,6 +36,7 @@ Reading the residuals is cached: a band costs microseconds.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
@@ -127,7 +131,7 @@ def error_band(model: str, ipus: int, micro_batch: int, grad_accum: int, exclude
         pct = math.hypot(pct * GENERATION_FACTOR, SOFTWARE_SPREAD_PCT)
         reasons.append(f"no {fam} calibration row on {ipu}")
     if point is not None:
-        return _reach_band(rows, point, pct, reasons)
+        return _small_micro_batch_floor(rows, micro_batch, _reach_band(rows, point, pct, reasons))
     largest = max(r.ipus for r in rows)
     if ipus > largest:
         doublings = _log2(ipus, largest)
@@ -138,7 +142,26 @@ def error_band(model: str, ipus: int, micro_batch: int, grad_accum: int, exclude
         if value < min(seen) / 2 or value > 2 * max(seen):
             pct *= RANGE_FACTOR
             reasons.append(f"{name} {value} outside the calibration's {min(seen)}..{max(seen)}")
-    return Band(pct, tuple(reasons))
+    return _small_micro_batch_floor(rows, micro_batch, Band(pct, tuple(reasons)))
+
+
+def _small_micro_batch_floor(rows: Sequence[Residual], micro_batch: int, band: Band) -> Band:
+    """A micro-batch smaller than every fitted row's shares what the rows there show: every fixed cost of a pass
+    weighs more, and the rows at that micro-batch are ones the model does not explain (GPT-2 at micro-batch 1).
+    The band is then at least ``COVERAGE_K`` times the largest of their residuals."""
+    fitted = [r.micro_batch for r in rows if r.fitted and r.micro_batch]
+    if not micro_batch or not fitted or micro_batch >= min(fitted):
+        return band
+    there = [r for r in rows if not r.fitted and r.micro_batch and r.micro_batch <= micro_batch]
+    if not there:
+        return band
+    worst = max(there, key=lambda r: abs(r.loo_error_pct))
+    floor = COVERAGE_K * abs(worst.loo_error_pct)
+    if floor <= band.pct:
+        return band
+    reason = (f"micro-batch {micro_batch}, below every fitted row's ({min(fitted)}): at least twice the unexplained "
+              f"{worst.loo_error_pct:+.0f}% of {worst.id}")
+    return dataclasses.replace(band, pct=floor, reasons=(*band.reasons, reason))
 
 
 def _reach_band(rows: Sequence[Residual], point: Point, pct: float, reasons: List[str]) -> Band:
