@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from hydra.errors import CompactHydraException
 
@@ -15,6 +15,18 @@ class ConfigError(CompactHydraException, ValueError):
     def __init__(self, key: str, value: Any, allowed: str):
         self.key, self.value, self.allowed = key, value, allowed
         super().__init__(f"{key}={value!r} is invalid: {allowed}")
+
+
+def unknown_key(key: str, names: List[str]) -> str:
+    """What is allowed in place of an unknown key: the nearest names (a typo's correction), else every name."""
+    import difflib
+
+    last = key.rpartition(".")[2]
+    prefix = key[: len(key) - len(last)]
+    near = difflib.get_close_matches(last, names, n=3, cutoff=0.75)
+    if near:
+        return f"unknown key; did you mean {' or '.join(prefix + n for n in near)}?"
+    return f"unknown key; allowed keys here: {', '.join(names)}"
 
 
 def from_omegaconf(exc: Exception, overrides: Optional[Dict[str, str]] = None) -> ConfigError:
@@ -41,8 +53,7 @@ def from_omegaconf(exc: Exception, overrides: Optional[Dict[str, str]] = None) -
         if isinstance(exc, (ConfigKeyError, ConfigAttributeError)):
             owner = getattr(exc, "object_type", None)
             if dataclasses.is_dataclass(owner):
-                names = ", ".join(f.name for f in dataclasses.fields(owner))
-                return ConfigError(key, value, f"unknown key; allowed keys here: {names}")
+                return ConfigError(key, value, unknown_key(key, [f.name for f in dataclasses.fields(owner)]))
             return ConfigError(key, value, f"unknown key ({first})")
         return ConfigError(key, value, first)
     cause = exc.__cause__ or exc.__context__

@@ -7,6 +7,14 @@ from ipuexp.result import Result, RunFigures
 from ipuexp.units import column_unit, human_bytes
 
 
+def flops_text(flops: float) -> str:
+    """FLOPs with the unit that keeps a figure readable (13.7 MFLOPs, not 0.0 GFLOPs) and thousands separated."""
+    for scale, unit in ((1e9, "GFLOPs"), (1e6, "MFLOPs"), (1e3, "kFLOPs")):
+        if flops >= scale:
+            return f"{flops / scale:,.1f} {unit}"
+    return f"{flops:,.0f} FLOPs"
+
+
 def _si(x: float) -> str:
     for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= scale:
@@ -46,7 +54,7 @@ def print_result(result: Result, console: Any = None) -> None:
                *(Column(h, figure=True) for h in ("parameters", "fwd FLOPs/mb", "bwd FLOPs/mb", "saved act./mb",
                                                    "boundary out/mb"))]
     table = Table(columns, title=f"{label}: {m.parameters / 1e6:.1f}M parameters, "
-                                 f"{m.flops_per_sample / 1e9:.1f} GFLOPs per sample, {m.num_stages} "
+                                 f"{flops_text(m.flops_per_sample)} per sample, {m.num_stages} "
                                  f"{'stage' if m.num_stages == 1 else 'stages'}")
     for ipu in m.ipus:
         table.add_row(str(ipu.ipu), ",".join(map(str, ipu.stages)), _si(ipu.parameters), _si(ipu.fwd_flops),

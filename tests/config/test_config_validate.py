@@ -168,3 +168,13 @@ def test_mnist_folder_given_by_the_user(tmp_path, monkeypatch, compose_config):
         (tmp_path / name).write_bytes(b"")
     assert validate(compose_config(["+recipe=mnist_pipeline", folder])) == []
     assert validate(compose_config(["+recipe=mnist_pipeline"])) == []  # the packaged test set
+
+
+def test_a_mistyped_key_names_the_key_it_resembles():
+    from ipuexp.config.errors import unknown_key
+
+    names = ["replication_factor", "gradient_accumulation", "device_iterations"]
+    assert unknown_key("options.gradient_acumulation", names) == \
+        "unknown key; did you mean options.gradient_accumulation?"
+    assert unknown_key("options.xyz", names) == \
+        "unknown key; allowed keys here: replication_factor, gradient_accumulation, device_iterations"
