@@ -192,7 +192,8 @@ def _report(result: Result, out: Path, run: Any, cfg: DictConfig) -> None:
     if getattr(run, "run_id", None):
         console.print(f"MLflow run {run.run_id} in experiment {experiment_name(cfg)!r} (see it with mlflow ui)",
                       markup=False, highlight=False)
-    logging.getLogger(RECORD_LOGGER).info("\n" + console.export_text())
+    # the record's header stands on the report's first line: no empty record line opens the log
+    logging.getLogger(RECORD_LOGGER).info(console.export_text().rstrip("\n"))
 
 
 def _launch_dir() -> str:

@@ -55,6 +55,9 @@ def test_main_job_says_where_it_wrote_and_logs_its_report(bert_large_run):
     assert "MLflow run " in lines and "in experiment 'bert_large'" in lines
     log = (cwd / "run" / "__main__.log").read_text()
     assert "Throughput:" in log and "Wrote result.json" in log
+    # no empty record opens the log: the record's header stands on the report's first line
+    assert all(not line.endswith("[ipuexp-record][INFO] -") for line in log.splitlines())
+    assert "[ipuexp-record][INFO] - Ran: " in log
 
 
 def test_main_job_is_tracked_in_default_store(bert_large_run):
