@@ -59,8 +59,9 @@ def family(model: str) -> str:
     for fam in ("bert", "resnet", "vit", "gpt"):
         if name.startswith(fam):
             return fam
-    # the name's first word: roberta-large: roberta; t5-small: t5; wav2vec2-base: wav2vec2
-    word = re.match(r"[a-z0-9]+", model.lower().removeprefix("hf:"))
+    # the name up to its first hyphen: roberta-large: roberta; t5-small: t5; wav2vec2-base: wav2vec2; a user's own
+    # mlp_classifier stays itself (its first word is no family)
+    word = re.match(r"[a-z0-9_]+", model.lower().removeprefix("hf:"))
     return word.group(0) if word else (name or "unknown")
 
 

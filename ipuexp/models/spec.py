@@ -76,6 +76,10 @@ def model_label(model: ModelNode) -> str:
     def get(node: Any, key: str) -> Any:
         return node.get(key) if isinstance(node, Mapping) else getattr(node, key, None)
 
+    if get(model, "name") == "custom":  # the user's module names it: examples.mlp_classifier:build -> custom:mlp_classifier
+        target = str(get(model, "target") or "?").replace(":", ".")
+        module = target.rpartition(".")[0] or target
+        return f"custom:{module.rpartition('.')[2]}"
     if get(model, "name") != "hf":
         return f"{get(model, 'name')}_{get(model, 'size')}"
     parts = [p for p in str(get(get(model, "hf"), "config") or "?").split("/") if p]

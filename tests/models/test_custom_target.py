@@ -74,3 +74,13 @@ def test_a_target_whose_import_never_returns_is_an_error_not_a_hang(tmp_path, mo
         with pytest.raises(ValueError, match=r"raised TimeoutError: asks:build\(\) did not return within 1 s"):
             models.build_model(ModelConfig(name="custom", target="asks:build"))
     os.close(write)
+
+
+def test_a_custom_model_is_named_by_its_module_not_the_zoos_default_variant():
+    from ipuexp.calibration import family
+    from ipuexp.models.spec import ModelConfig, model_label
+
+    assert model_label(ModelConfig(name="custom", target="examples.mlp_classifier:build")) == "custom:mlp_classifier"
+    assert model_label(ModelConfig(name="custom", target="my_model.build")) == "custom:my_model"
+    # a user's model name is its own family; a Transformers name's first hyphenated word is its family
+    assert family("tiny_model") == "tiny_model" and family("hf:t5-small") == "t5" and family("bert_large") == "bert"
