@@ -9,12 +9,14 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+from torch.utils._pytree import tree_flatten, tree_map
 
-from ipuexp.poptorch import ops
+from ipuexp.poptorch import compile_hooks, ops
+from ipuexp.poptorch.compile_hooks import registerPostCompileHook, registerPreCompileHook
 from ipuexp.poptorch.enums import OutputMode, ReductionType
 from ipuexp.poptorch.errors import UnsupportedError
 from ipuexp.poptorch.options import Options
+from ipuexp.poptorch.outputs import combine as _combine
 
 
 class PoplarExecutor:
@@ -37,20 +39,35 @@ class PoplarExecutor:
         self._attached = True
         self._micro_batch_size = 0
         self._scaler: Any = None
+        self._inputs: Any = None
+        self._checked = False
 
     # ---- PopTorch's methods ----------------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not self._compiled:
             self.compile(*args, **kwargs)
+        elif self._inputs is not None:
+            replicas = self.options.replication_factor
+            self._inputs.validate(self.model, args, kwargs, 0 if self.training else replicas * self._micro_batch_size)
         self._attached = True
         return self._train(args, kwargs) if self.training else self._infer(args, kwargs)
 
     def compile(self, *args: Any, **kwargs: Any) -> None:
         """Capture the model as PopTorch splits it; the first model a job compiles is predicted and reported."""
+        compile_hooks.run(compile_hooks.pre_compile)
+        with ops.on_ipu():
+            self._compile(args, kwargs)
+        compile_hooks.run(compile_hooks.post_compile)
+
+    def _compile(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
         from ipuexp.poptorch.session import current
 
+        from ipuexp.poptorch.checks import Inputs
+
         self._compiled = True
+        self._checked = False
         self._micro_batch_size = _first_dim(args, kwargs) // self._batches_per_call()
+        self._inputs = Inputs(self.model, args, kwargs)
         session = current()
         if session.predicted:
             return
@@ -125,6 +142,17 @@ class PoplarExecutor:
         return f"PoplarExecutor({'training' if self.training else 'inference'}, {self.model!r})"
 
     # ---- the numerics ----------------------------------------------------------------------------------------
+    def _forward(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+        """The model on one micro-batch; the first after a compile runs under PopTorch's compile-time checks."""
+        if self._checked:
+            with ops.on_ipu():
+                return self.model(*args, **kwargs)
+        from ipuexp.poptorch.checks import checked_forward
+
+        out = checked_forward(self.model, args, kwargs, self.options, self.training)
+        self._checked = True
+        return out
+
     def _batches_per_call(self) -> int:
         o = self.options
         ga = o.Training.gradient_accumulation if self.training else 1
@@ -190,7 +218,7 @@ class PoplarExecutor:
             for per_replica in per_iteration:
                 replica = []
                 for a, k in per_replica:
-                    out = self.model(*a, **k)
+                    out = self._forward(a, k)
                     loss = ops.loss_of(out)
                     (loss * scale if scale != 1.0 else loss).backward()
                     replica.append(tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, out))
@@ -219,34 +247,10 @@ class PoplarExecutor:
         layout = self._layout(args, kwargs)
         self.model.eval()
         with torch.no_grad():
-            outputs = [[[self.model(*a, **k) for a, k in per_replica] for per_replica in per_iteration]
+            outputs = [[[self._forward(a, k) for a, k in per_replica] for per_replica in per_iteration]
                        for per_iteration in self._micro_batches(args, kwargs, layout)]
         mode = self.options.output_mode
         return _combine(outputs, OutputMode.All if mode == OutputMode.Default else mode)
-
-
-def _combine(outputs: List[List[List[Any]]], mode: OutputMode) -> Any:
-    """What PopTorch returns: every micro-batch's outputs concatenated (All; scalars stacked), the last
-    micro-batch's of each replica (Final), or their sum over the call per replica (Sum)."""
-    if mode == OutputMode.All:
-        picked = [o for per_iteration in outputs for per_replica in per_iteration for o in per_replica]
-    elif mode == OutputMode.Final:
-        picked = [per_replica[-1] for per_replica in outputs[-1]]
-    else:
-        replicas = len(outputs[0])
-        flat_all = [[tree_flatten(o)[0] for per_iteration in outputs for o in per_iteration[r]]
-                    for r in range(replicas)]
-        picked = [tree_unflatten([sum(vals[1:], vals[0]) for vals in zip(*per_r)], tree_flatten(outputs[0][0][0])[1])
-                  for per_r in flat_all]
-    leaves = [tree_flatten(o)[0] for o in picked]
-    spec = tree_flatten(picked[0])[1]
-    joined = []
-    for values in zip(*leaves):
-        if isinstance(values[0], torch.Tensor):
-            joined.append(torch.stack(values) if values[0].dim() == 0 else torch.cat(values))
-        else:
-            joined.append(values[-1])
-    return tree_unflatten(joined, spec)
 
 
 def _first_dim(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> int:
@@ -268,6 +272,9 @@ def _precision(model: torch.nn.Module) -> str:
     """``options.precision`` of the model's weights: 16.16 for a ``.half()`` model, 32.32 for float."""
     dtypes = {p.dtype for p in model.parameters() if p.is_floating_point()}
     return "16.16" if dtypes == {torch.float16} else "32.32"
+
+
+__all__ = ["PoplarExecutor", "inferenceModel", "registerPostCompileHook", "registerPreCompileHook", "trainingModel"]
 
 
 def trainingModel(model: torch.nn.Module, options: Optional[Options] = None, optimizer: Any = None) -> PoplarExecutor:

@@ -244,8 +244,9 @@ def test_identity_loss_print_and_checkpoint(tmp_path, capsys):
     job = Session(None, [], tmp_path)
     job.predicted = True
     with session(job):
-        out, extra, loss = poptorch.trainingModel(model, poptorch.Options().outputMode(poptorch.OutputMode.All),
-                                                  poptorch.optim.SGD(model.parameters(), lr=0.1))(x[:4])
+        opts = poptorch.Options().outputMode(poptorch.OutputMode.All)
+        opts.setExecutionStrategy(poptorch.ShardedExecution())  # a 2-stage pipeline would accumulate 3 micro-batches
+        out, extra, loss = poptorch.trainingModel(model, opts, poptorch.optim.SGD(model.parameters(), lr=0.1))(x[:4])
     expected = (out ** 2).mean()
     torch.testing.assert_close(loss, expected.reshape(1))
     assert capsys.readouterr().out.startswith("out: ")
