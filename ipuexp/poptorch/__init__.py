@@ -4,7 +4,7 @@ script calls or compiles is captured as PopTorch splits it and predicted on the 
 report of ``python -m ipuexp``, an MLflow run); every call then computes real numerics on the host."""
 from __future__ import annotations
 
-from ipuexp.poptorch import optim
+from ipuexp.poptorch import _impl, optim
 from ipuexp.poptorch.arg_parsers import ICustomArgParser, registerCustomArgParser
 from ipuexp.poptorch.blocks import Block, BeginBlock, BlockFunction, removeBlocks
 from ipuexp.poptorch.dataloader import AsynchronousDataAccessor, DataLoader

@@ -144,12 +144,19 @@ class PoplarExecutor:
     # ---- the numerics ----------------------------------------------------------------------------------------
     def _forward(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         """The model on one micro-batch; the first after a compile runs under PopTorch's compile-time checks."""
-        if self._checked:
-            with ops.on_ipu():
-                return self.model(*args, **kwargs)
-        from ipuexp.poptorch.checks import checked_forward
+        import contextlib
 
-        out = checked_forward(self.model, args, kwargs, self.options, self.training)
+        from ipuexp.poptorch.casting import WeightCast, needs_cast, weights_of
+
+        weights = weights_of(self.model, self.training)
+        cast = WeightCast(weights) if needs_cast(weights, tree_flatten((args, kwargs))[0]) else contextlib.nullcontext()
+        with cast:
+            if self._checked:
+                with ops.on_ipu():
+                    return self.model(*args, **kwargs)
+            from ipuexp.poptorch.checks import checked_forward
+
+            out = checked_forward(self.model, args, kwargs, self.options, self.training)
         self._checked = True
         return out
 

@@ -53,9 +53,6 @@ class Splitter(TorchFunctionMode):
         self.keep: List[torch.Tensor] = []
         self.renamed: Dict[str, str] = {}
         """The ops before the first block joined it: their producer's name "" is now the block's."""
-        self.outside = 0
-        """Ops run after a ``with Block`` ended outside any other block (PopTorch's "No active Block")."""
-        self.closed = False
 
     # ---- the annotations (BlockListener) ---------------------------------------------------------------------
     def begin(self, user_id: Optional[str], ipu_id: Optional[int], scoped: bool = False) -> None:
@@ -63,7 +60,6 @@ class Splitter(TorchFunctionMode):
             user_id = str(self.auto_id)
             self.auto_id += 1
         self._switch(str(user_id), ipu_id)
-        self.closed = False
         if scoped:
             self.open.append(self.current)
 
@@ -74,7 +70,6 @@ class Splitter(TorchFunctionMode):
             self.open.pop()
         if self.open and self.open[-1] is not self.current:
             self._switch(self.open[-1].name, self.open[-1].ipu_id)
-        self.closed = not self.open
 
     def reset_auto_id(self) -> None:
         self.auto_id = 0
@@ -119,8 +114,6 @@ class Splitter(TorchFunctionMode):
         if func is F.dropout:  # one op with a mask, as PopTorch runs it on the IPU
             func, args, kwargs = _native_dropout, (args, kwargs), {}
         out = func(*args, **kwargs)
-        if self.closed and any(isinstance(t, torch.Tensor) for t in tree_flatten(out)[0]):
-            self.outside += 1
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor) and t not in self.producer:
                 self.producer[t] = run.name
