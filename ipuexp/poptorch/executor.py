@@ -40,7 +40,7 @@ class PoplarExecutor:
         self._micro_batch_size = 0
         self._scaler: Any = None
         self._inputs: Any = None
-        self._generator: Optional[torch.Generator] = None
+        self._half: Any = None
         self._checked = False
 
     # ---- PopTorch's methods ----------------------------------------------------------------------------------
@@ -194,15 +194,6 @@ class PoplarExecutor:
             self._scaler = LossScaler(static, auto=auto)
         return self._scaler
 
-    def _stochastic(self) -> bool:
-        return bool(self.options.Precision.stochastic_rounding)
-
-    def _rounding(self) -> torch.Generator:
-        """The generator of the stochastic rounding, seeded by the options' random seed."""
-        if self._generator is None:
-            self._generator = torch.Generator().manual_seed(int(self.options.random_seed or 0))
-        return self._generator
-
     def _micro_batches(self, args: Any, kwargs: Any, layout: Tuple[int, int, int, int]) -> List[Any]:
         iterations, replicas, ga, mbs = layout
 
@@ -249,9 +240,10 @@ class PoplarExecutor:
             if not scaler.update(summed or []):  # a gradient overflowed under automatic loss scaling
                 pass
             elif any(p.dtype == torch.float16 for p in params):
-                from ipuexp.poptorch.half_update import step_in_fp32
+                from ipuexp.poptorch.half_update import HalfUpdate
 
-                step_in_fp32(self.optimizer, params, summed or [], divisor, self._stochastic(), self._rounding())
+                self._half = self._half or HalfUpdate(self.options)
+                self._half.step(self.optimizer, params, summed or [], divisor)
             else:
                 with torch.no_grad():
                     for p, g in zip(params, summed or []):

@@ -44,3 +44,16 @@ def step_in_fp32(optimizer: Any, params: List[torch.nn.Parameter], grads: List[t
                 if isinstance(value, torch.Tensor) and value.is_floating_point():
                     value.copy_(value.half())
             p.data = to_half(p.data, stochastic, generator)
+
+
+class HalfUpdate:
+    """The fp32 updates of one executor: its stochastic rounding and the rounding's generator (seeded by the
+    options' random seed)."""
+
+    def __init__(self, options: Any) -> None:
+        self.stochastic = bool(options.Precision.stochastic_rounding)
+        self.generator = torch.Generator().manual_seed(int(options.random_seed or 0))
+
+    def step(self, optimizer: Any, params: List[torch.nn.Parameter], grads: List[torch.Tensor],
+             divisor: float) -> None:
+        step_in_fp32(optimizer, params, grads, divisor, self.stochastic, self.generator)
