@@ -8,7 +8,6 @@ inputs a later block reads travel along the blocks before it, as ipuexp's models
 """
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
@@ -21,7 +20,7 @@ from ipuexp.graph.capture import _SavedTensors
 from ipuexp.graph.types import BlockCapture, Graph, OpRecord, TensorInfo
 from ipuexp.poptorch import ops
 from ipuexp.poptorch.blocks import listening
-from ipuexp.poptorch.casting import WeightCast, needs_cast
+from ipuexp.poptorch.casting import casting
 from ipuexp.poptorch.splitter import BlockRun, Splitter
 
 IPU_INT = {torch.int64: "int32", torch.float64: "float32"}
@@ -107,7 +106,7 @@ def _split(model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[str, Any]
     inputs = [t for t in tree_flatten((margs, mkwargs))[0] if isinstance(t, torch.Tensor)]
     splitter = Splitter(params, inputs, exclude)
     weights = list(params.values()) + ([] if training else [t for n, t in state.items() if n not in names])
-    cast = WeightCast(weights) if needs_cast(weights, inputs) else contextlib.nullcontext()
+    cast = casting(weights, inputs)
     was_training = model.training
     model.train(training)
     try:

@@ -4,7 +4,8 @@ an fp32 model compute in fp16, as PopTorch's ``test_float16_activations_float32_
 weights stay the master copy that the update changes."""
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Set, Tuple
+import contextlib
+from typing import Any, ContextManager, Iterable, List, Set, Tuple
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -42,3 +43,8 @@ def weights_of(model: torch.nn.Module, training: bool) -> List[torch.Tensor]:
     """The tensors cast: the parameters, and the buffers of a model that does not train (a training model updates
     its running statistics in place, which a cast copy would lose)."""
     return [*model.parameters(), *([] if training else model.buffers())]
+
+
+def casting(weights: List[torch.Tensor], inputs: List[Any]) -> ContextManager[Any]:
+    """A ``WeightCast`` over these weights where the inputs or weights mix types, else nothing."""
+    return WeightCast(weights) if needs_cast(weights, inputs) else contextlib.nullcontext()

@@ -145,13 +145,9 @@ class PoplarExecutor:
     # ---- the numerics ----------------------------------------------------------------------------------------
     def _forward(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         """The model on one micro-batch; the first after a compile runs under PopTorch's compile-time checks."""
-        import contextlib
+        from ipuexp.poptorch.casting import casting, weights_of
 
-        from ipuexp.poptorch.casting import WeightCast, needs_cast, weights_of
-
-        weights = weights_of(self.model, self.training)
-        cast = WeightCast(weights) if needs_cast(weights, tree_flatten((args, kwargs))[0]) else contextlib.nullcontext()
-        with cast:
+        with casting(weights_of(self.model, self.training), tree_flatten((args, kwargs))[0]):
             if self._checked:
                 with ops.on_ipu():
                     return self.model(*args, **kwargs)
@@ -237,14 +233,13 @@ class PoplarExecutor:
                 summed = add_replica(summed, grads)
                 results.append(replica)
             divisor = (ga * replicas if mean else 1) * scale
-            if not scaler.update(summed or []):  # a gradient overflowed under automatic loss scaling
-                pass
-            elif any(p.dtype == torch.float16 for p in params):
+            finite = scaler.update(summed or [])  # False: a gradient overflowed under automatic loss scaling
+            if finite and any(p.dtype == torch.float16 for p in params):
                 from ipuexp.poptorch.half_update import HalfUpdate
 
                 self._half = self._half or HalfUpdate(self.options)
                 self._half.step(self.optimizer, params, summed or [], divisor)
-            else:
+            elif finite:
                 with torch.no_grad():
                     for p, g in zip(params, summed or []):
                         p.grad = g.div_(divisor) if divisor != 1.0 else g
