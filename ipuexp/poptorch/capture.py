@@ -8,6 +8,7 @@ inputs a later block reads travel along the blocks before it, as ipuexp's models
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
@@ -110,7 +111,9 @@ def _split(model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[str, Any]
     was_training = model.training
     model.train(training)
     try:
-        with listening(splitter), torch.autograd.graph.saved_tensors_hooks(splitter.pack, _SavedTensors.unpack):
+        # an inference model runs without autograd, as on the IPU: it saves nothing for a backward pass
+        grad = contextlib.nullcontext() if training else torch.no_grad()
+        with grad, listening(splitter), torch.autograd.graph.saved_tensors_hooks(splitter.pack, _SavedTensors.unpack):
             splitter.start()
             try:
                 with cast, splitter:

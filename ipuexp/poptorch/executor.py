@@ -12,11 +12,11 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from ipuexp.poptorch import compile_hooks, ops
+from ipuexp.poptorch.constants import as_compiled
 from ipuexp.poptorch.compile_hooks import registerPostCompileHook, registerPreCompileHook
 from ipuexp.poptorch.enums import OutputMode, ReductionType
-from ipuexp.poptorch.errors import UnsupportedError
 from ipuexp.poptorch.options import Options
-from ipuexp.poptorch.outputs import combine as _combine
+from ipuexp.poptorch.layout import combine as _combine, micro_batches
 
 
 class PoplarExecutor:
@@ -41,6 +41,7 @@ class PoplarExecutor:
         self._scaler: Any = None
         self._inputs: Any = None
         self._half: Any = None
+        self._constants: Dict[Tuple[int, str], torch.Tensor] = {}
         self._checked = False
 
     # ---- PopTorch's methods ----------------------------------------------------------------------------------
@@ -51,7 +52,8 @@ class PoplarExecutor:
             replicas = self.options.replication_factor
             self._inputs.validate(self.model, args, kwargs, 0 if self.training else replicas * self._micro_batch_size)
         self._attached = True
-        return self._train(args, kwargs) if self.training else self._infer(args, kwargs)
+        with as_compiled(self.model, self._constants):
+            return self._train(args, kwargs) if self.training else self._infer(args, kwargs)
 
     def compile(self, *args: Any, **kwargs: Any) -> None:
         """Capture the model as PopTorch splits it; the first model a job compiles is predicted and reported."""
@@ -64,11 +66,14 @@ class PoplarExecutor:
         from ipuexp.poptorch.session import current
 
         from ipuexp.poptorch.checks import Inputs
+        from ipuexp.poptorch.constants import snapshot
 
         self._compiled = True
         self._checked = False
-        self._micro_batch_size = _first_dim(args, kwargs) // self._batches_per_call()
+        batch = _first_dim(args, kwargs)
+        self._micro_batch_size = batch // self._batches_per_call() if batch else 1  # no batched input: one sample
         self._inputs = Inputs(self.model, args, kwargs)
+        self._constants = snapshot(self.model)
         session = current()
         if session.predicted:
             return
@@ -170,6 +175,8 @@ class PoplarExecutor:
         replicas = o.replication_factor
         batch = _first_dim(args, kwargs)
         per_call = self._batches_per_call()
+        if batch == 0:  # no batched input (a model of buffers alone): every micro-batch reads the same inputs
+            return o.device_iterations, replicas, ga, 0
         if batch % per_call == 0:
             return o.device_iterations, replicas, ga, batch // per_call
         mbs = self._micro_batch_size
@@ -190,18 +197,6 @@ class PoplarExecutor:
             self._scaler = LossScaler(static, auto=auto)
         return self._scaler
 
-    def _micro_batches(self, args: Any, kwargs: Any, layout: Tuple[int, int, int, int]) -> List[Any]:
-        iterations, replicas, ga, mbs = layout
-
-        def part(t: Any, d: int, r: int, m: int) -> Any:
-            if not isinstance(t, torch.Tensor) or t.dim() == 0:
-                return t
-            start = ((d * replicas + r) * ga + m) * mbs
-            return t[start:start + mbs]
-
-        return [[[tree_map(lambda t: part(t, d, r, m), (args, kwargs)) for m in range(ga)] for r in range(replicas)]
-                for d in range(iterations)]
-
     def _train(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         from ipuexp.poptorch.session import current
         from ipuexp.training.executor import add_replica
@@ -215,7 +210,7 @@ class PoplarExecutor:
         self.model.train()
         outputs: List[List[List[Any]]] = []
         step_losses: List[float] = []
-        for per_iteration in self._micro_batches(args, kwargs, layout):
+        for per_iteration in micro_batches(args, kwargs, layout):
             summed: Optional[List[torch.Tensor]] = None
             results = []
             scale = scaler.scale
@@ -258,16 +253,15 @@ class PoplarExecutor:
         self.model.eval()
         with torch.no_grad():
             outputs = [[[self._forward(a, k) for a, k in per_replica] for per_replica in per_iteration]
-                       for per_iteration in self._micro_batches(args, kwargs, layout)]
+                       for per_iteration in micro_batches(args, kwargs, layout)]
         mode = self.options.output_mode
         return _combine(outputs, OutputMode.All if mode == OutputMode.Default else mode)
 
 
 def _first_dim(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> int:
-    for t in tree_flatten((args, kwargs))[0]:
-        if isinstance(t, torch.Tensor) and t.dim() > 0:
-            return int(t.shape[0])
-    raise UnsupportedError("a model called without a batched tensor input", "tensors with the batch first")
+    """The batch of a call: its first batched tensor's first dimension, 0 without one."""
+    return next((int(t.shape[0]) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor) and t.dim()),
+                0)
 
 
 def _script_name() -> str:

@@ -1,13 +1,28 @@
-"""What a PopTorch call returns for its output mode: the outputs of every micro-batch of the call, laid out as
-[device iteration][replica][micro-batch], combined as PopTorch's anchors combine them."""
+"""A PopTorch call's layout: its batch split into micro-batches as [device iteration][replica][micro-batch], and
+their outputs combined as PopTorch's anchors combine them for the output mode."""
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any, List, Tuple
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_unflatten
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from ipuexp.poptorch.enums import OutputMode
+
+
+def micro_batches(args: Any, kwargs: Any, layout: Tuple[int, int, int, int]) -> List[Any]:
+    """(args, kwargs) of each micro-batch of a call laid out as (device iterations, replicas, accumulation,
+    micro-batch size); a micro-batch size of 0 (no batched input): every micro-batch reads the call's inputs."""
+    iterations, replicas, ga, mbs = layout
+
+    def part(t: Any, d: int, r: int, m: int) -> Any:
+        if not isinstance(t, torch.Tensor) or t.dim() == 0 or not mbs:
+            return t
+        start = ((d * replicas + r) * ga + m) * mbs
+        return t[start:start + mbs]
+
+    return [[[tree_map(lambda t: part(t, d, r, m), (args, kwargs)) for m in range(ga)] for r in range(replicas)]
+            for d in range(iterations)]
 
 
 def combine(outputs: List[List[List[Any]]], mode: OutputMode) -> Any:
