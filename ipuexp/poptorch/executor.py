@@ -88,11 +88,14 @@ class PoplarExecutor:
         """The configuration keys of this model's options, optimizer and split, and what changes nothing."""
         import dataclasses
 
+        from ipuexp.poptorch.checks import ipus_to_reserve
         from ipuexp.poptorch.mapping import options_values, optimizer_values, split_values, stages_of
         from ipuexp.poptorch.registry import register
 
         strategy = self.options.execution_strategy
         counts, ipus = stages_of(split.names, split.ipu_ids, strategy)
+        ipus_to_reserve(len(set(ipus)), self.options.replication_factor,
+                        bool(self.options.calls.get("autoRoundNumIPUs")))
         mapped = options_values(self.options, self.training)
         opt = optimizer_values(self.optimizer if self.training else None)
         values = {**mapped.values, **opt.values,

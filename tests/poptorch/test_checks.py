@@ -156,3 +156,21 @@ def test_a_custom_argument_parser(job):
         poptorch.registerCustomArgParser(Pair, None)
     with pytest.raises(poptorch.Error, match="must inherit from ICustomArgParser"):
         poptorch.registerCustomArgParser(Pair, object())
+
+
+def test_three_ipus_are_popart_s_error_unless_rounded(tmp_path):
+    class Three(torch.nn.Module):
+        def forward(self, x):
+            for i in range(3):
+                with poptorch.Block(f"B{i}", ipu_id=i):
+                    x = x * 2
+            return x
+
+    opts = poptorch.Options().deviceIterations(3)
+    with session(Session(None, ["system=pod4"], tmp_path, predict_only=True)):
+        with pytest.raises(poptorch.Error, match="The model specifies the use of 3 IPUs, however PopTorch must "
+                                                 "reserve a minimum of 4"):
+            poptorch.inferenceModel(Three(), opts)(torch.randn(3, 2))
+    with session(Session(None, ["system=pod4"], tmp_path, predict_only=True)):
+        with pytest.raises(poptorch.UnsupportedError, match=r"autoRoundNumIPUs\(True\)"):
+            poptorch.inferenceModel(Three(), opts.clone().autoRoundNumIPUs(True))(torch.randn(3, 2))
