@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from ipuexp.poptorch import compile_hooks, ops
+from ipuexp.poptorch import anchors, compile_hooks, ops
 from ipuexp.poptorch.constants import as_compiled
 from ipuexp.poptorch.compile_hooks import registerPostCompileHook, registerPreCompileHook
 from ipuexp.poptorch.enums import OutputMode, ReductionType
@@ -41,6 +41,7 @@ class PoplarExecutor:
         self._scaler: Any = None
         self._inputs: Any = None
         self._half: Any = None
+        self._anchors: Any = None
         self._constants: Dict[Tuple[int, str], torch.Tensor] = {}
         self._checked = False
 
@@ -74,6 +75,7 @@ class PoplarExecutor:
         self._micro_batch_size = batch // self._batches_per_call() if batch else 1  # no batched input: one sample
         self._inputs = Inputs(self.model, args, kwargs)
         self._constants = snapshot(self.model)
+        self._anchors = anchors.for_model(self.options.anchored_tensors, self.model, self.training)
         session = current()
         if session.predicted:
             return
@@ -106,6 +108,12 @@ class PoplarExecutor:
         values.update({"model.name": "custom", "model.target": register(split.names, graph),
                        "tracking.experiment": _script_name()})
         return values, mapped.no_effect + opt.no_effect
+
+    def getTensorNames(self) -> List[str]:
+        return anchors.tensor_names(self.model, self.training)
+
+    def getAnchoredTensor(self, short_name: str) -> torch.Tensor:
+        return anchors.get(self._anchors, short_name)
 
     def setOptimizer(self, optimizer: Any) -> None:
         """Take ``optimizer``'s hyper-parameters (learning rate, ...), keeping the optimizer state."""
@@ -189,17 +197,6 @@ class PoplarExecutor:
                          f"x replicas x gradient accumulation ({per_call} micro-batches)"
                          + (f" of {mbs} samples" if mbs else ""))
 
-    def _loss_scaler(self) -> Any:
-        """The functional engine's loss scaler: the optimizer's ``loss_scaling``, adapted every update when the
-        options ask for automatic loss scaling of a half-precision model (PopART's rule)."""
-        from ipuexp.training.precision import LossScaler
-
-        static = float(getattr(self.optimizer, "loss_scaling", 1.0))
-        auto = self.options.Training.auto_loss_scaling and _precision(self.model) == "16.16"
-        if self._scaler is None or self._scaler.auto != auto or (not auto and self._scaler.scale != static):
-            self._scaler = LossScaler(static, auto=auto)
-        return self._scaler
-
     def _train(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         from ipuexp.poptorch.session import current
         from ipuexp.training.executor import add_replica
@@ -208,7 +205,10 @@ class PoplarExecutor:
         layout = self._layout(args, kwargs)
         iterations, replicas, ga, _ = layout
         params = [p for g in self.optimizer.param_groups for p in g["params"] if p.requires_grad]
-        scaler = self._loss_scaler()
+        from ipuexp.poptorch.half_update import loss_scaler
+
+        scaler = self._scaler = loss_scaler(self._scaler, self.optimizer, self.options, _precision(self.model))
+        anchored = self._anchors
         mean = self.options.Training.accumulation_and_replication_reduction_type == ReductionType.Mean
         self.model.train()
         outputs: List[List[List[Any]]] = []
@@ -231,6 +231,8 @@ class PoplarExecutor:
                 summed = add_replica(summed, grads)
                 results.append(replica)
             divisor = (ga * replicas if mean else 1) * scale
+            if anchored is not None:
+                anchored.gradients(params, summed or [], divisor)
             finite = scaler.update(summed or [])  # False: a gradient overflowed under automatic loss scaling
             if finite and any(p.dtype == torch.float16 for p in params):
                 from ipuexp.poptorch.half_update import HalfUpdate
@@ -245,6 +247,8 @@ class PoplarExecutor:
             for p in params:
                 p.grad = None
             outputs.append(results)
+        if anchored is not None:
+            anchored.after_call()
         per_update = ga * replicas
         means = [sum(step_losses[i:i + per_update]) / per_update for i in range(0, len(step_losses), per_update)]
         current().log_call(means, _first_dim(args, kwargs), time.perf_counter() - start)

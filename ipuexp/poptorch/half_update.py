@@ -57,3 +57,16 @@ class HalfUpdate:
     def step(self, optimizer: Any, params: List[torch.nn.Parameter], grads: List[torch.Tensor],
              divisor: float) -> None:
         step_in_fp32(optimizer, params, grads, divisor, self.stochastic, self.generator)
+
+
+def loss_scaler(current: Any, optimizer: Any, options: Any, precision: str) -> Any:
+    """The functional engine's loss scaler for the next call: the optimizer's ``loss_scaling``, adapted every
+    update when the options ask for automatic loss scaling of a half-precision model (PopART's rule); ``current``
+    kept while it still applies."""
+    from ipuexp.training.precision import LossScaler
+
+    static = float(getattr(optimizer, "loss_scaling", 1.0))
+    auto = bool(options.Training.auto_loss_scaling) and precision == "16.16"
+    if current is None or current.auto != auto or (not auto and current.scale != static):
+        return LossScaler(static, auto=auto)
+    return current
