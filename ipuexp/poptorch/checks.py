@@ -166,3 +166,18 @@ def ipus_to_reserve(ipus_per_replica: int, replicas: int, auto_round: bool) -> N
                 "in order to allow the model to run, because PopTorch must reserve a power of 2 or maximum of 64 "
                 "IPUs per process. Please reconfigure your model to use a different number of IPUs or set "
                 "poptorch.Options().autoRoundNumIPUs(True).")
+
+
+class InferenceAccumulationError(Error, ValueError):
+    """Gradient accumulation set for an inference model (PopTorch's error; a ValueError too, as ipuexp raised it)."""
+
+
+def inference_accumulation_error(strategy: Any) -> Error:
+    from ipuexp.poptorch.strategy import ShardedExecution
+
+    message = ("You must set poptorch.Options().Training.gradientAccumulation to 1 or leave it as its default value "
+               "(1) when running a poptorch.inferenceModel().")
+    if not isinstance(strategy, ShardedExecution):  # PopTorch's default strategy pipelines
+        message += (" Use poptorch.Options().deviceIterations() to process a sufficient number of batches each run "
+                    "for pipelined execution instead.")
+    return InferenceAccumulationError(message)

@@ -33,8 +33,9 @@ class PoplarExecutor:
             optimizer = SGD(model.parameters(), lr=0.01)
         self.optimizer = optimizer
         if not training and self.options.Training.gradient_accumulation != 1:
-            raise ValueError("You must set poptorch.Options().Training.gradientAccumulation to 1 or leave it as its "
-                             "default value (1) when running a poptorch.inferenceModel().")
+            from ipuexp.poptorch.checks import inference_accumulation_error
+
+            raise inference_accumulation_error(self.options.execution_strategy)
         self._compiled = False
         self._attached = True
         self._micro_batch_size = 0

@@ -119,7 +119,7 @@ def test_inference_model_returns_all_and_sees_training(tmp_path):
             model.w.mul_(2)
         out, loss = inference(torch.ones(8, 3), torch.zeros(8, 3))
     assert tuple(out.shape) == (8, 3) and tuple(loss.shape) == (4,) and float(out[0, 0]) == 2.0
-    with pytest.raises(ValueError, match="gradientAccumulation to 1"):
+    with pytest.raises(poptorch.Error, match="gradientAccumulation to 1"):
         bad = poptorch.Options()
         bad.Training.gradientAccumulation(2)
         poptorch.inferenceModel(model, bad)
