@@ -11,7 +11,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from ipuexp.poptorch import anchors, compile_hooks, ops
+from ipuexp.poptorch import anchors, compile_hooks, fp_exceptions, ops
+from ipuexp.poptorch.casting import casting, weights_of
 from ipuexp.poptorch.constants import as_compiled
 from ipuexp.poptorch.compile_hooks import registerPostCompileHook, registerPreCompileHook
 from ipuexp.poptorch.enums import OutputMode, ReductionType
@@ -162,14 +163,13 @@ class PoplarExecutor:
     # ---- the numerics ----------------------------------------------------------------------------------------
     def _forward(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         """The model on one micro-batch; the first after a compile runs under PopTorch's compile-time checks."""
-        from ipuexp.poptorch.casting import casting, weights_of
+        from ipuexp.poptorch.checks import checked_forward
 
-        with casting(weights_of(self.model, self.training), tree_flatten((args, kwargs))[0]):
+        with fp_exceptions.traps(self.options), casting(weights_of(self.model, self.training),
+                                                        tree_flatten((args, kwargs))[0]):
             if self._checked:
                 with ops.on_ipu():
                     return self.model(*args, **kwargs)
-            from ipuexp.poptorch.checks import checked_forward
-
             out = checked_forward(self.model, args, kwargs, self.options, self.training)
         self._checked = True
         return out

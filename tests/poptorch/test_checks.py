@@ -174,3 +174,19 @@ def test_three_ipus_are_popart_s_error_unless_rounded(tmp_path):
     with session(Session(None, ["system=pod4"], tmp_path, predict_only=True)):
         with pytest.raises(poptorch.UnsupportedError, match=r"autoRoundNumIPUs\(True\)"):
             poptorch.inferenceModel(Three(), opts.clone().autoRoundNumIPUs(True))(torch.randn(3, 2))
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_floating_point_exceptions(job, enabled):
+    class Div(torch.nn.Module):
+        def forward(self, x, y):
+            return x / y
+
+    opts = poptorch.Options()
+    opts.Precision.enableFloatingPointExceptions(enabled)
+    model = poptorch.inferenceModel(Div(), opts)
+    if enabled:
+        with pytest.raises(poptorch.Error, match="Floating point exception"):
+            model(torch.ones(2, 2), torch.zeros(2, 2))
+    else:
+        assert torch.isinf(model(torch.ones(2, 2), torch.zeros(2, 2))).all()
