@@ -190,3 +190,22 @@ def test_floating_point_exceptions(job, enabled):
             model(torch.ones(2, 2), torch.zeros(2, 2))
     else:
         assert torch.isinf(model(torch.ones(2, 2), torch.zeros(2, 2))).all()
+
+
+def test_the_loss_scale_is_set_on_the_optimizer(job):
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 1)
+
+        def forward(self, x):
+            return self.lin(x).mean()
+
+    model = Model()
+    optimizer = poptorch.optim.SGD(model.parameters(), lr=0.1, loss_scaling=1.0)
+    training = poptorch.trainingModel(model, optimizer=optimizer)
+    training(torch.ones(1, 2))
+    optimizer.loss_scaling = 2.0
+    training.setOptimizer(optimizer)
+    assert training.optimizer.loss_scaling == 2.0
+    training(torch.ones(1, 2))
