@@ -43,4 +43,8 @@ def registerCustomArgParser(arg_data_type: type, arg_parser: Optional[ICustomArg
     def unflatten(values: Any, original: Any) -> Any:
         return _parsers[arg_data_type].reconstruct(original, iter(list(values)))
 
-    pytree.register_pytree_node(arg_data_type, flatten, unflatten)
+    def flatten_with_keys(value: Any) -> Tuple[List[Tuple[Any, Any]], Any]:
+        values, context = flatten(value)
+        return [(pytree.SequenceKey(i), v) for i, v in enumerate(values)], context
+
+    pytree.register_pytree_node(arg_data_type, flatten, unflatten, flatten_with_keys_fn=flatten_with_keys)

@@ -18,18 +18,24 @@ _RECOMPILE = ("\nThis error occurred because the inputs passed at runtime don't 
 
 
 def signature(model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> List[Tuple[str, Any]]:
-    """(name, value) of each tensor input, named as PopTorch names them (the forward's parameter names)."""
+    """(name, value) of each input leaf, named as PopTorch names them: the forward's parameter names, a dict's keys,
+    a sequence's positions (``name[i]``)."""
+    from torch.utils._pytree import MappingKey, SequenceKey, tree_flatten_with_path
+
     try:
         names = [p for p in inspect.signature(model.forward).parameters]
     except (TypeError, ValueError):
         names = []
     out: List[Tuple[str, Any]] = []
-    for i, arg in enumerate(args):
-        name = names[i] if i < len(names) else f"args[{i}]"
-        leaves = tree_flatten(arg)[0]
-        out += [(name if len(leaves) == 1 else f"{name}[{j}]", t) for j, t in enumerate(leaves)]
-    for key in sorted(kwargs):
-        out += [(key, t) for t in tree_flatten(kwargs[key])[0]]
+    for (path, value) in tree_flatten_with_path((args, kwargs))[0]:
+        top, *rest = path[1:]
+        if path[0].idx == 0:  # a positional argument
+            name = names[top.idx] if isinstance(top, SequenceKey) and top.idx < len(names) else f"args[{top}]"
+        else:
+            name = str(getattr(top, "key", top))
+        for key in rest:
+            name = str(key.key) if isinstance(key, MappingKey) else f"{name}[{getattr(key, 'idx', key)}]"
+        out.append((name, value))
     return out
 
 
@@ -45,10 +51,15 @@ class Inputs:
         """Raise PopTorch's error for an input whose type, dtype or shape differs from the compiled one; an
         inference call's batch may be shorter by a multiple of ``shorter_batch`` (a DataLoader's last batch)."""
         given = signature(model, args, kwargs)
+        missing = [n for n, _ in self.compiled if n not in {g for g, _ in given}]
+        if missing and len(given) <= len(self.compiled):
+            raise Error(f"Missing arguments: {', '.join(missing)}.{_RECOMPILE}")
         if len(given) != len(self.compiled):
             raise Error(f"Number of positional arguments mismatch: expected {len(self.compiled)} arguments but got "
                         f"{len(given)}.{_RECOMPILE}")
-        for (name, compiled), (_, value) in zip(self.compiled, given):
+        by_name = dict(given)
+        for name, compiled in self.compiled:
+            value = by_name[name]
             if not isinstance(compiled, tuple):
                 if isinstance(value, torch.Tensor):
                     raise Error(f"Type mismatch for {name}: expected {compiled} but got {type(value)}.{_RECOMPILE}")

@@ -209,3 +209,15 @@ def test_the_loss_scale_is_set_on_the_optimizer(job):
     training.setOptimizer(optimizer)
     assert training.optimizer.loss_scaling == 2.0
     training(torch.ones(1, 2))
+
+
+def test_a_missing_dict_key_is_named(job):
+    class Divider(torch.nn.Module):
+        def forward(self, d):
+            return d["x"] / d["y"]
+
+    model = poptorch.inferenceModel(Divider())
+    model({"x": torch.tensor([1.0]), "y": torch.tensor([2.0])})
+    model({"y": torch.tensor([2.0]), "x": torch.tensor([1.0])})  # the order of the keys does not matter
+    with pytest.raises(poptorch.Error, match="Missing arguments: x."):
+        model({"y": torch.tensor([2.0])})
