@@ -54,6 +54,9 @@ class Inputs:
         missing = [n for n, _ in self.compiled if n not in {g for g, _ in given}]
         if missing and len(given) <= len(self.compiled):
             raise Error(f"Missing arguments: {', '.join(missing)}.{_RECOMPILE}")
+        extra = [g for g, _ in given if g not in {n for n, _ in self.compiled}]
+        if extra and len(given) >= len(self.compiled):
+            raise Error(f"Unexpected arguments: {', '.join(extra)}.{_RECOMPILE}")
         if len(given) != len(self.compiled):
             raise Error(f"Number of positional arguments mismatch: expected {len(self.compiled)} arguments but got "
                         f"{len(given)}.{_RECOMPILE}")

@@ -221,3 +221,5 @@ def test_a_missing_dict_key_is_named(job):
     model({"y": torch.tensor([2.0]), "x": torch.tensor([1.0])})  # the order of the keys does not matter
     with pytest.raises(poptorch.Error, match="Missing arguments: x."):
         model({"y": torch.tensor([2.0])})
+    with pytest.raises(poptorch.Error, match="Unexpected arguments: z."):
+        model({"x": torch.tensor([1.0]), "y": torch.tensor([2.0]), "z": torch.tensor([3.0])})
