@@ -27,8 +27,8 @@ def micro_batches(args: Any, kwargs: Any, layout: Tuple[int, int, int, int]) -> 
 
 def combine(outputs: List[List[List[Any]]], mode: OutputMode) -> Any:
     """What PopTorch returns: every micro-batch's outputs concatenated (All; scalars stacked), the last
-    micro-batch's of each replica (Final), or their sum over the call per replica (Sum); a scalar output of one
-    replica stays a scalar under Final and Sum, the replicas' scalars are stacked."""
+    micro-batch's of each replica (Final), or their sum over the call per replica (Sum); a scalar output returned
+    once (one replica under Final and Sum, one micro-batch under All) stays a scalar, several are stacked."""
     if mode == OutputMode.All:
         picked = [o for per_iteration in outputs for per_replica in per_iteration for o in per_replica]
     elif mode == OutputMode.Final:
@@ -43,8 +43,8 @@ def combine(outputs: List[List[List[Any]]], mode: OutputMode) -> Any:
     spec = tree_flatten(picked[0])[1]
     joined = []
     for values in zip(*leaves):
-        if isinstance(values[0], torch.Tensor) and values[0].dim() == 0 and mode != OutputMode.All and len(values) == 1:
-            joined.append(values[0])  # one replica's scalar (Final, Sum): PopTorch returns it as it is
+        if isinstance(values[0], torch.Tensor) and values[0].dim() == 0 and len(values) == 1:
+            joined.append(values[0])  # one scalar returned (one replica, or a call of one micro-batch): as it is
         elif isinstance(values[0], torch.Tensor):
             joined.append(torch.stack(values) if values[0].dim() == 0 else torch.cat(values))
         else:
