@@ -61,6 +61,9 @@ class StepAnalysis:
     """Packed sequences: ``data.packing.avg_sequences_per_pack`` (a sample is a pack); None when not packed."""
     rows: Optional[EventRows] = None
     """The step's events as columns, when asked for (``event_rows``)."""
+    one_at_a_time: bool = False
+    """Sharded execution (the sequential schedule) over more than one IPU: one IPU works at a time; the host call
+    keeps the first IPU (which takes the inputs) busy while the others wait for their turn."""
 
 
 
@@ -232,7 +235,8 @@ def analyse(plan: ExecutionPlan, graph: Graph, record_events: bool = False,
     events = rows.events() if record_events and rows is not None else []
     packing = plan.data.packing
     per_pack = float(packing.avg_sequences_per_pack) if packing.max_sequences_per_pack > 1 else None
-    return StepAnalysis(step, samples, pipe, ipus, flops, peak, share, events, per_pack, rows)
+    one_at_a_time = spec.schedule == "sequential" and len(set(ipu_ids)) > 1
+    return StepAnalysis(step, samples, pipe, ipus, flops, peak, share, events, per_pack, rows, one_at_a_time)
 
 
 def _step_rows(pipeline: EventRows, ipus: List[IPUStep], pipe_s: float, host_call: float) -> EventRows:
@@ -266,7 +270,8 @@ def figures(a: StepAnalysis) -> ThroughputFigures:
         b = dict.fromkeys(keys, 0.0)
         for cat in ("compute", "recompute", "exchange"):
             b[cat] = x.pipeline.get(cat, 0.0) * k
-        b["host_io"] = (x.pipeline.get("host_io", 0.0) + x.host_call) * k
+        host_call = x.host_call if not a.one_at_a_time or x is a.ipus[0] else 0.0
+        b["host_io"] = (x.pipeline.get("host_io", 0.0) + host_call) * k
         b["weight_update"] = x.weight_update * k
         b["all_reduce"] = x.all_reduce * k
         b["idle"] = max(0.0, step - sum(b.values()))

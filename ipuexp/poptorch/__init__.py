@@ -4,16 +4,18 @@ script calls or compiles is captured as PopTorch splits it and predicted on the 
 report of ``python -m ipuexp``, an MLflow run); every call then computes real numerics on the host."""
 from __future__ import annotations
 
-from ipuexp.poptorch import optim
+from ipuexp.poptorch import _impl, optim
+from ipuexp.poptorch.arg_parsers import ICustomArgParser, registerCustomArgParser
 from ipuexp.poptorch.blocks import Block, BeginBlock, BlockFunction, removeBlocks
 from ipuexp.poptorch.dataloader import AsynchronousDataAccessor, DataLoader
 from ipuexp.poptorch.enums import (AutoStage, ConnectionType, DataLoaderMode, HalfFloatCastingBehavior, Liveness,
-                                   MatMulSerializationMode, MeanReductionStrategy, OutputMode, ReductionType,
-                                   SharingStrategy, SyncPattern)
+                                   MatMulSerializationMode, MeanReductionStrategy, OutputMode, OverlapMode,
+                                   ReductionType, SharingStrategy, SyncPattern)
 from ipuexp.poptorch.errors import Error, UnsupportedError
-from ipuexp.poptorch.executor import PoplarExecutor, inferenceModel, trainingModel
-from ipuexp.poptorch.ops import (identity_loss, ipu_print_tensor, nop, recomputationCheckpoint,
-                                 set_available_memory)
+from ipuexp.poptorch.executor import (PoplarExecutor, inferenceModel, registerPostCompileHook,
+                                      registerPreCompileHook, trainingModel)
+from ipuexp.poptorch.ops import (identity_loss, ipu_print_tensor, isRunningOnIpu, nop, recomputationCheckpoint,
+                                 set_available_memory, set_overlap_for_input, set_overlap_for_output)
 from ipuexp.poptorch.options import Options, TensorLocationSettings
 from ipuexp.poptorch.strategy import (ParallelPhasedExecution, PipelinedExecution, SerialPhasedExecution,
                                       ShardedExecution, Stage)
@@ -40,10 +42,12 @@ def setLogLevel(level: object) -> None:
 
 __all__ = [
     "AnchorMode", "AsynchronousDataAccessor", "AutoStage", "BeginBlock", "Block", "BlockFunction", "ConnectionType",
-    "DataLoader", "DataLoaderMode", "Error", "HalfFloatCastingBehavior", "Liveness", "MatMulSerializationMode",
-    "MeanReductionStrategy", "Options", "OutputMode", "ParallelPhasedExecution", "PipelinedExecution",
-    "PoplarExecutor", "ReductionType", "SerialPhasedExecution", "ShardedExecution", "SharingStrategy", "Stage",
+    "DataLoader", "DataLoaderMode", "Error", "HalfFloatCastingBehavior", "ICustomArgParser", "Liveness",
+    "MatMulSerializationMode", "MeanReductionStrategy", "Options", "OutputMode", "OverlapMode",
+    "ParallelPhasedExecution", "PipelinedExecution", "PoplarExecutor", "ReductionType", "SerialPhasedExecution", "ShardedExecution", "SharingStrategy", "Stage",
     "SyncPattern", "TensorLocationSettings", "UnsupportedError", "identity_loss", "inferenceModel",
-    "ipuHardwareIsAvailable", "ipuHardwareVersion", "ipu_print_tensor", "nop", "optim", "recomputationCheckpoint",
-    "removeBlocks", "setLogLevel", "set_available_memory", "trainingModel",
+    "ipuHardwareIsAvailable", "ipuHardwareVersion", "ipu_print_tensor", "isRunningOnIpu", "nop", "optim",
+    "recomputationCheckpoint", "registerCustomArgParser", "registerPostCompileHook", "registerPreCompileHook",
+    "removeBlocks", "setLogLevel", "set_available_memory", "set_overlap_for_input", "set_overlap_for_output",
+    "trainingModel",
 ]

@@ -8,6 +8,7 @@ inputs a later block reads travel along the blocks before it, as ipuexp's models
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
@@ -20,6 +21,7 @@ from ipuexp.graph.capture import _SavedTensors
 from ipuexp.graph.types import BlockCapture, Graph, OpRecord, TensorInfo
 from ipuexp.poptorch import ops
 from ipuexp.poptorch.blocks import listening
+from ipuexp.poptorch.casting import casting
 from ipuexp.poptorch.splitter import BlockRun, Splitter
 
 IPU_INT = {torch.int64: "int32", torch.float64: "float32"}
@@ -104,13 +106,17 @@ def _split(model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[str, Any]
                                   (args, kwargs))
     inputs = [t for t in tree_flatten((margs, mkwargs))[0] if isinstance(t, torch.Tensor)]
     splitter = Splitter(params, inputs, exclude)
+    weights = list(params.values()) + ([] if training else [t for n, t in state.items() if n not in names])
+    cast = casting(weights, inputs)
     was_training = model.training
     model.train(training)
     try:
-        with listening(splitter), torch.autograd.graph.saved_tensors_hooks(splitter.pack, _SavedTensors.unpack):
+        # an inference model runs without autograd, as on the IPU: it saves nothing for a backward pass
+        grad = contextlib.nullcontext() if training else torch.no_grad()
+        with grad, listening(splitter), torch.autograd.graph.saved_tensors_hooks(splitter.pack, _SavedTensors.unpack):
             splitter.start()
             try:
-                with splitter:
+                with cast, splitter:
                     out = torch.func.functional_call(model, state, margs, mkwargs, tie_weights=True, strict=False)
             finally:
                 splitter.finish()

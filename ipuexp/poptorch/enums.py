@@ -83,3 +83,11 @@ class SharingStrategy(enum.IntEnum):
     FileSystem = 1
     Fork = 2
     ForkServer = 3
+
+
+class OverlapMode(enum.Enum):
+    """How far host IO of an input or output overlaps compute (``set_overlap_for_input``)."""
+
+    NoOverlap = "no_overlap"
+    OverlapAccumulationLoop = "overlap_accumulation_loop"
+    OverlapDeviceIterationLoop = "overlap_device_iteration_loop"

@@ -9,12 +9,15 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+from torch.utils._pytree import tree_flatten, tree_map
 
-from ipuexp.poptorch import ops
+from ipuexp.poptorch import anchors, compile_hooks, fp_exceptions, ops
+from ipuexp.poptorch.casting import casting, weights_of
+from ipuexp.poptorch.constants import as_compiled
+from ipuexp.poptorch.compile_hooks import registerPostCompileHook, registerPreCompileHook
 from ipuexp.poptorch.enums import OutputMode, ReductionType
-from ipuexp.poptorch.errors import UnsupportedError
 from ipuexp.poptorch.options import Options
+from ipuexp.poptorch.layout import combine as _combine, micro_batches
 
 
 class PoplarExecutor:
@@ -31,26 +34,50 @@ class PoplarExecutor:
             optimizer = SGD(model.parameters(), lr=0.01)
         self.optimizer = optimizer
         if not training and self.options.Training.gradient_accumulation != 1:
-            raise ValueError("You must set poptorch.Options().Training.gradientAccumulation to 1 or leave it as its "
-                             "default value (1) when running a poptorch.inferenceModel().")
+            from ipuexp.poptorch.checks import inference_accumulation_error
+
+            raise inference_accumulation_error(self.options.execution_strategy)
         self._compiled = False
         self._attached = True
         self._micro_batch_size = 0
         self._scaler: Any = None
+        self._inputs: Any = None
+        self._half: Any = None
+        self._anchors: Any = None
+        self._constants: Dict[Tuple[int, str], torch.Tensor] = {}
+        self._checked = False
 
     # ---- PopTorch's methods ----------------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not self._compiled:
             self.compile(*args, **kwargs)
+        elif self._inputs is not None:
+            replicas = self.options.replication_factor
+            self._inputs.validate(self.model, args, kwargs, 0 if self.training else replicas * self._micro_batch_size)
         self._attached = True
-        return self._train(args, kwargs) if self.training else self._infer(args, kwargs)
+        with as_compiled(self.model, self._constants):
+            return self._train(args, kwargs) if self.training else self._infer(args, kwargs)
 
     def compile(self, *args: Any, **kwargs: Any) -> None:
         """Capture the model as PopTorch splits it; the first model a job compiles is predicted and reported."""
+        compile_hooks.run(compile_hooks.pre_compile)
+        with ops.on_ipu():
+            self._compile(args, kwargs)
+        compile_hooks.run(compile_hooks.post_compile)
+
+    def _compile(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
         from ipuexp.poptorch.session import current
 
+        from ipuexp.poptorch.checks import Inputs
+        from ipuexp.poptorch.constants import snapshot
+
         self._compiled = True
-        self._micro_batch_size = _first_dim(args, kwargs) // self._batches_per_call()
+        self._checked = False
+        batch = _first_dim(args, kwargs)
+        self._micro_batch_size = batch // self._batches_per_call() if batch else 1  # no batched input: one sample
+        self._inputs = Inputs(self.model, args, kwargs)
+        self._constants = snapshot(self.model)
+        self._anchors = anchors.for_model(self.options.anchored_tensors, self.model, self.training)
         session = current()
         if session.predicted:
             return
@@ -65,11 +92,14 @@ class PoplarExecutor:
         """The configuration keys of this model's options, optimizer and split, and what changes nothing."""
         import dataclasses
 
+        from ipuexp.poptorch.checks import ipus_to_reserve
         from ipuexp.poptorch.mapping import options_values, optimizer_values, split_values, stages_of
         from ipuexp.poptorch.registry import register
 
         strategy = self.options.execution_strategy
         counts, ipus = stages_of(split.names, split.ipu_ids, strategy)
+        ipus_to_reserve(len(set(ipus)), self.options.replication_factor,
+                        bool(self.options.calls.get("autoRoundNumIPUs")))
         mapped = options_values(self.options, self.training)
         opt = optimizer_values(self.optimizer if self.training else None)
         values = {**mapped.values, **opt.values,
@@ -80,6 +110,12 @@ class PoplarExecutor:
         values.update({"model.name": "custom", "model.target": register(split.names, graph),
                        "tracking.experiment": _script_name()})
         return values, mapped.no_effect + opt.no_effect
+
+    def getTensorNames(self) -> List[str]:
+        return anchors.tensor_names(self.model, self.training)
+
+    def getAnchoredTensor(self, short_name: str) -> torch.Tensor:
+        return anchors.get(self._anchors, short_name)
 
     def setOptimizer(self, optimizer: Any) -> None:
         """Take ``optimizer``'s hyper-parameters (learning rate, ...), keeping the optimizer state."""
@@ -125,6 +161,19 @@ class PoplarExecutor:
         return f"PoplarExecutor({'training' if self.training else 'inference'}, {self.model!r})"
 
     # ---- the numerics ----------------------------------------------------------------------------------------
+    def _forward(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+        """The model on one micro-batch; the first after a compile runs under PopTorch's compile-time checks."""
+        from ipuexp.poptorch.checks import checked_forward
+
+        with fp_exceptions.traps(self.options), casting(weights_of(self.model, self.training),
+                                                        tree_flatten((args, kwargs))[0]):
+            if self._checked:
+                with ops.on_ipu():
+                    return self.model(*args, **kwargs)
+            out = checked_forward(self.model, args, kwargs, self.options, self.training)
+        self._checked = True
+        return out
+
     def _batches_per_call(self) -> int:
         o = self.options
         ga = o.Training.gradient_accumulation if self.training else 1
@@ -138,6 +187,8 @@ class PoplarExecutor:
         replicas = o.replication_factor
         batch = _first_dim(args, kwargs)
         per_call = self._batches_per_call()
+        if batch == 0:  # no batched input (a model of buffers alone): every micro-batch reads the same inputs
+            return o.device_iterations, replicas, ga, 0
         if batch % per_call == 0:
             return o.device_iterations, replicas, ga, batch // per_call
         mbs = self._micro_batch_size
@@ -147,29 +198,6 @@ class PoplarExecutor:
                          f"x replicas x gradient accumulation ({per_call} micro-batches)"
                          + (f" of {mbs} samples" if mbs else ""))
 
-    def _loss_scaler(self) -> Any:
-        """The functional engine's loss scaler: the optimizer's ``loss_scaling``, adapted every update when the
-        options ask for automatic loss scaling of a half-precision model (PopART's rule)."""
-        from ipuexp.training.precision import LossScaler
-
-        static = float(getattr(self.optimizer, "loss_scaling", 1.0))
-        auto = self.options.Training.auto_loss_scaling and _precision(self.model) == "16.16"
-        if self._scaler is None or self._scaler.auto != auto or (not auto and self._scaler.scale != static):
-            self._scaler = LossScaler(static, auto=auto)
-        return self._scaler
-
-    def _micro_batches(self, args: Any, kwargs: Any, layout: Tuple[int, int, int, int]) -> List[Any]:
-        iterations, replicas, ga, mbs = layout
-
-        def part(t: Any, d: int, r: int, m: int) -> Any:
-            if not isinstance(t, torch.Tensor) or t.dim() == 0:
-                return t
-            start = ((d * replicas + r) * ga + m) * mbs
-            return t[start:start + mbs]
-
-        return [[[tree_map(lambda t: part(t, d, r, m), (args, kwargs)) for m in range(ga)] for r in range(replicas)]
-                for d in range(iterations)]
-
     def _train(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         from ipuexp.poptorch.session import current
         from ipuexp.training.executor import add_replica
@@ -178,19 +206,22 @@ class PoplarExecutor:
         layout = self._layout(args, kwargs)
         iterations, replicas, ga, _ = layout
         params = [p for g in self.optimizer.param_groups for p in g["params"] if p.requires_grad]
-        scaler = self._loss_scaler()
+        from ipuexp.poptorch.half_update import loss_scaler
+
+        scaler = self._scaler = loss_scaler(self._scaler, self.optimizer, self.options, _precision(self.model))
+        anchored = self._anchors
         mean = self.options.Training.accumulation_and_replication_reduction_type == ReductionType.Mean
         self.model.train()
         outputs: List[List[List[Any]]] = []
         step_losses: List[float] = []
-        for per_iteration in self._micro_batches(args, kwargs, layout):
+        for per_iteration in micro_batches(args, kwargs, layout):
             summed: Optional[List[torch.Tensor]] = None
             results = []
             scale = scaler.scale
             for per_replica in per_iteration:
                 replica = []
                 for a, k in per_replica:
-                    out = self.model(*a, **k)
+                    out = self._forward(a, k)
                     loss = ops.loss_of(out)
                     (loss * scale if scale != 1.0 else loss).backward()
                     replica.append(tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, out))
@@ -201,7 +232,15 @@ class PoplarExecutor:
                 summed = add_replica(summed, grads)
                 results.append(replica)
             divisor = (ga * replicas if mean else 1) * scale
-            if scaler.update(summed or []):  # False: a gradient overflowed under automatic loss scaling
+            if anchored is not None:
+                anchored.gradients(params, summed or [], divisor)
+            finite = scaler.update(summed or [])  # False: a gradient overflowed under automatic loss scaling
+            if finite and any(p.dtype == torch.float16 for p in params):
+                from ipuexp.poptorch.half_update import HalfUpdate
+
+                self._half = self._half or HalfUpdate(self.options)
+                self._half.step(self.optimizer, params, summed or [], divisor)
+            elif finite:
                 with torch.no_grad():
                     for p, g in zip(params, summed or []):
                         p.grad = g.div_(divisor) if divisor != 1.0 else g
@@ -209,6 +248,8 @@ class PoplarExecutor:
             for p in params:
                 p.grad = None
             outputs.append(results)
+        if anchored is not None:
+            anchored.after_call()
         per_update = ga * replicas
         means = [sum(step_losses[i:i + per_update]) / per_update for i in range(0, len(step_losses), per_update)]
         current().log_call(means, _first_dim(args, kwargs), time.perf_counter() - start)
@@ -219,41 +260,16 @@ class PoplarExecutor:
         layout = self._layout(args, kwargs)
         self.model.eval()
         with torch.no_grad():
-            outputs = [[[self.model(*a, **k) for a, k in per_replica] for per_replica in per_iteration]
-                       for per_iteration in self._micro_batches(args, kwargs, layout)]
+            outputs = [[[self._forward(a, k) for a, k in per_replica] for per_replica in per_iteration]
+                       for per_iteration in micro_batches(args, kwargs, layout)]
         mode = self.options.output_mode
         return _combine(outputs, OutputMode.All if mode == OutputMode.Default else mode)
 
 
-def _combine(outputs: List[List[List[Any]]], mode: OutputMode) -> Any:
-    """What PopTorch returns: every micro-batch's outputs concatenated (All; scalars stacked), the last
-    micro-batch's of each replica (Final), or their sum over the call per replica (Sum)."""
-    if mode == OutputMode.All:
-        picked = [o for per_iteration in outputs for per_replica in per_iteration for o in per_replica]
-    elif mode == OutputMode.Final:
-        picked = [per_replica[-1] for per_replica in outputs[-1]]
-    else:
-        replicas = len(outputs[0])
-        flat_all = [[tree_flatten(o)[0] for per_iteration in outputs for o in per_iteration[r]]
-                    for r in range(replicas)]
-        picked = [tree_unflatten([sum(vals[1:], vals[0]) for vals in zip(*per_r)], tree_flatten(outputs[0][0][0])[1])
-                  for per_r in flat_all]
-    leaves = [tree_flatten(o)[0] for o in picked]
-    spec = tree_flatten(picked[0])[1]
-    joined = []
-    for values in zip(*leaves):
-        if isinstance(values[0], torch.Tensor):
-            joined.append(torch.stack(values) if values[0].dim() == 0 else torch.cat(values))
-        else:
-            joined.append(values[-1])
-    return tree_unflatten(joined, spec)
-
-
 def _first_dim(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> int:
-    for t in tree_flatten((args, kwargs))[0]:
-        if isinstance(t, torch.Tensor) and t.dim() > 0:
-            return int(t.shape[0])
-    raise UnsupportedError("a model called without a batched tensor input", "tensors with the batch first")
+    """The batch of a call: its first batched tensor's first dimension, 0 without one."""
+    return next((int(t.shape[0]) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor) and t.dim()),
+                0)
 
 
 def _script_name() -> str:
@@ -268,6 +284,9 @@ def _precision(model: torch.nn.Module) -> str:
     """``options.precision`` of the model's weights: 16.16 for a ``.half()`` model, 32.32 for float."""
     dtypes = {p.dtype for p in model.parameters() if p.is_floating_point()}
     return "16.16" if dtypes == {torch.float16} else "32.32"
+
+
+__all__ = ["PoplarExecutor", "inferenceModel", "registerPostCompileHook", "registerPreCompileHook", "trainingModel"]
 
 
 def trainingModel(model: torch.nn.Module, options: Optional[Options] = None, optimizer: Any = None) -> PoplarExecutor:

@@ -3,14 +3,52 @@
 recomputation checkpoints and losses through ``marks``."""
 from __future__ import annotations
 
-from typing import Any, List
+import contextlib
+from typing import Any, Iterator, List
 
 import torch
 
 from torch.utils.weak import WeakIdKeyDictionary
 
-marks = {"losses": WeakIdKeyDictionary(), "checkpoints": 0}
-"""Tensors ``identity_loss`` returned (the training loss), and how many ``recomputationCheckpoint`` calls ran."""
+marks = {"losses": WeakIdKeyDictionary(), "checkpoints": 0, "on_ipu": 0}
+"""Tensors ``identity_loss`` returned (the training loss), how many ``recomputationCheckpoint`` calls ran, and how
+many executor calls of a model are running (the model runs "on the IPU")."""
+
+
+def isRunningOnIpu() -> bool:
+    """True while a ``PoplarExecutor`` runs the model (its capture and its numerics, which stand for the IPU's),
+    False when the model is called on the CPU."""
+    return marks["on_ipu"] > 0
+
+
+@contextlib.contextmanager
+def on_ipu() -> Iterator[None]:
+    """The model runs as on the IPU in the ``with`` block."""
+    marks["on_ipu"] += 1
+    try:
+        yield
+    finally:
+        marks["on_ipu"] -= 1
+
+
+def _overlap(tensors: Any, mode: Any) -> Any:
+    from ipuexp.poptorch.errors import Error
+
+    for t in _flatten(tensors):
+        if not isinstance(t, torch.Tensor):
+            raise Error(f"You may only set overlap for torch.tensor inputs. {type(t)} is not supported.")
+    return tensors
+
+
+def set_overlap_for_input(input_tensors: Any, mode: Any) -> Any:
+    """The host IO of these inputs overlaps compute (``mode``: an ``OverlapMode``): the values are unchanged; the
+    prediction's overlap follows ``options.io.num_io_tiles`` (``TensorLocations.numIOTiles``)."""
+    return _overlap(input_tensors, mode)
+
+
+def set_overlap_for_output(output_tensors: Any, mode: Any) -> Any:
+    """The host IO of these outputs overlaps compute: the values are unchanged, as for the inputs."""
+    return _overlap(output_tensors, mode)
 
 
 def identity_loss(x: torch.Tensor, reduction: str) -> torch.Tensor:

@@ -32,6 +32,11 @@ class Optimizer:
     def loss_scaling(self) -> float:
         return float(self.poptorch_args.get("loss_scaling", 1.0))
 
+    @loss_scaling.setter
+    def loss_scaling(self, value: float) -> None:
+        """A new loss scale (PopTorch: set on the optimizer, then ``setOptimizer``)."""
+        self.poptorch_args["loss_scaling"] = float(value)
+
     def _clip(self) -> None:
         norm = self.poptorch_args.get("max_grad_norm")
         if norm is not None and norm != float("inf"):

@@ -31,6 +31,7 @@ class Options(_Recorded):
         self.executable_cache_dir: Optional[str] = None
         self.enable_stable_norm: Optional[bool] = None
         self.synthetic_data: Optional[bool] = None
+        self.anchored_tensors: Dict[str, str] = {}
         self._training = _TrainingOptions()
         self._precision = _PrecisionOptions()
         self._tensor_locations = _TensorLocationOptions()
@@ -123,7 +124,10 @@ class Options(_Recorded):
 
     def anchorTensor(self, short_name: str, long_name: str, output_mode: Any = None, output_return_period: int = 1
                      ) -> "Options":
-        raise UnsupportedError("Options.anchorTensor", "the model's outputs, under outputMode")
+        """Return PopART tensor ``long_name`` as ``short_name`` (``PoplarExecutor.getAnchoredTensor``; the names
+        ipuexp holds: ``ipuexp.poptorch.anchors``)."""
+        self.anchored_tensors[short_name] = long_name
+        return self
 
     def loadFromFile(self, filepath: str) -> "Options":
         raise UnsupportedError("Options.loadFromFile", "the setters of poptorch.Options")

@@ -51,6 +51,8 @@ class Splitter(TorchFunctionMode):
         self.owner: Dict[int, str] = {}
         self.auto_id = 0
         self.keep: List[torch.Tensor] = []
+        self.renamed: Dict[str, str] = {}
+        """The ops before the first block joined it: their producer's name "" is now the block's."""
 
     # ---- the annotations (BlockListener) ---------------------------------------------------------------------
     def begin(self, user_id: Optional[str], ipu_id: Optional[int], scoped: bool = False) -> None:
@@ -83,6 +85,7 @@ class Splitter(TorchFunctionMode):
             del self.blocks[""]
             run.name, run.ipu_id = name, ipu_id
             self.blocks[name] = run
+            self.renamed[""] = name
         elif run is None:
             recorder = OpRecorder(self.exclude)
             recorder.start("fwd", [])
@@ -130,6 +133,7 @@ class Splitter(TorchFunctionMode):
                 run.recorder._update_peak()
             return value
         source = self.producer.get(value)
+        source = self.renamed.get(source, source) if source is not None else None
         if source is None or source == run.name:
             return value
         cut = self.cut.get((key, run.name))

@@ -231,3 +231,17 @@ def test_no_prediction_exceeds_the_peak_flops_bound():
                  {"replication_factor": 4}, {"precision": "32.32", "partials_type": PartialsType.float}):
         f = throughput(experiment(**opts))
         assert f.samples_per_s < f.peak_flops_bound_samples_per_s
+
+
+
+def test_sharded_execution_works_one_ipu_at_a_time():
+    """Sharded execution over four IPUs under a PopTorch loop: the host call keeps the first IPU busy, the others
+    work their own stage's passes only, a quarter of the stages' work each; the pipelined split keeps all busy."""
+    def utilisation(schedule):
+        exp = experiment(pipeline__schedule=Schedule(schedule), gradient_accumulation=4)
+        exp.host.framework = HostFramework.poptorch
+        return throughput(exp).utilisation
+
+    sharded, pipelined = utilisation("sequential"), utilisation("grouped")
+    assert sharded[0] > 0.5 and max(sharded[1:]) < 0.1  # the host call on the first IPU; the others wait
+    assert min(pipelined) > max(sharded[1:])

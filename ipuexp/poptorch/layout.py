@@ -1,0 +1,52 @@
+"""A PopTorch call's layout: its batch split into micro-batches as [device iteration][replica][micro-batch], and
+their outputs combined as PopTorch's anchors combine them for the output mode."""
+from __future__ import annotations
+
+from typing import Any, List, Tuple
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+
+from ipuexp.poptorch.enums import OutputMode
+
+
+def micro_batches(args: Any, kwargs: Any, layout: Tuple[int, int, int, int]) -> List[Any]:
+    """(args, kwargs) of each micro-batch of a call laid out as (device iterations, replicas, accumulation,
+    micro-batch size); a micro-batch size of 0 (no batched input): every micro-batch reads the call's inputs."""
+    iterations, replicas, ga, mbs = layout
+
+    def part(t: Any, d: int, r: int, m: int) -> Any:
+        if not isinstance(t, torch.Tensor) or t.dim() == 0 or not mbs:
+            return t
+        start = ((d * replicas + r) * ga + m) * mbs
+        return t[start:start + mbs]
+
+    return [[[tree_map(lambda t: part(t, d, r, m), (args, kwargs)) for m in range(ga)] for r in range(replicas)]
+            for d in range(iterations)]
+
+
+def combine(outputs: List[List[List[Any]]], mode: OutputMode) -> Any:
+    """What PopTorch returns: every micro-batch's outputs concatenated (All; scalars stacked), the last
+    micro-batch's of each replica (Final), or their sum over the call per replica (Sum); a scalar output returned
+    once (one replica under Final and Sum, one micro-batch under All) stays a scalar, several are stacked."""
+    if mode == OutputMode.All:
+        picked = [o for per_iteration in outputs for per_replica in per_iteration for o in per_replica]
+    elif mode == OutputMode.Final:
+        picked = [per_replica[-1] for per_replica in outputs[-1]]
+    else:
+        replicas = len(outputs[0])
+        flat_all = [[tree_flatten(o)[0] for per_iteration in outputs for o in per_iteration[r]]
+                    for r in range(replicas)]
+        picked = [tree_unflatten([sum(vals[1:], vals[0]) for vals in zip(*per_r)], tree_flatten(outputs[0][0][0])[1])
+                  for per_r in flat_all]
+    leaves = [tree_flatten(o)[0] for o in picked]
+    spec = tree_flatten(picked[0])[1]
+    joined = []
+    for values in zip(*leaves):
+        if isinstance(values[0], torch.Tensor) and values[0].dim() == 0 and len(values) == 1:
+            joined.append(values[0])  # one scalar returned (one replica, or a call of one micro-batch): as it is
+        elif isinstance(values[0], torch.Tensor):
+            joined.append(torch.stack(values) if values[0].dim() == 0 else torch.cat(values))
+        else:
+            joined.append(values[-1])
+    return tree_unflatten(joined, spec)
