@@ -32,12 +32,23 @@ def test_a_constant_reads_its_compiled_value_and_a_buffer_keeps_state(job):  # n
     assert counter.i.tolist() == [2.0]
 
 
+class _WithLoss(torch.nn.Module):
+    """The model and a scalar loss of its output: a training model returns its loss."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x).mean()
+
+
 def test_an_inference_capture_saves_no_activations():
     from ipuexp.poptorch.capture import split_model
 
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
     x = torch.randn(4, 8)
     inference = split_model(model, (x,), {}, 4, False, "m").graph.blocks[0]
-    training = split_model(torch.nn.Sequential(model, torch.nn.Flatten(0)), (x,), {}, 4, True, "m").graph.blocks[0]
+    training = split_model(_WithLoss(model), (x,), {}, 4, True, "m").graph.blocks[0]
     assert inference.saved_elements == 0 and inference.bwd_flops == 0
     assert training.saved_elements > 0
