@@ -23,7 +23,7 @@ from torch import nn
 from ipuexp.models.blocks import Block, PipelinedModel
 from ipuexp.models.hf_attention import register
 from ipuexp.models.hf_build import SUPPORTED_EXAMPLES, task_model  # noqa: F401
-from ipuexp.models.hf_chain import Context, Layer, carried, layer_list, probe, ran_before, run_layer
+from ipuexp.models.hf_chain import Context, Layer, carried, layer_arity, layer_list, probe, ran_before, run_layer
 from ipuexp.models.hf_heads import Head, head_for, label_specs
 from ipuexp.models.hf_inputs import input_specs, task_labels
 from ipuexp.models.hf_lists import ListEntry, sibling_lists
@@ -149,7 +149,7 @@ def build_hf(model_cfg: ModelNode) -> PipelinedModel:
         hidden, args, kwargs = probe(stack, (stage, list_name), stage_inputs)
         context.flatten(args, kwargs)
         carried(stack, (stage, list_name), stage_inputs, context)
-        lists.append((stage, list_name, _arity(getattr(stage, list_name)[0], hidden, args, kwargs)))
+        lists.append((stage, list_name, layer_arity(getattr(stage, list_name)[0], hidden, args, kwargs)))
         for i, layer in enumerate(getattr(stage, list_name)):
             blocks.append(Block(f"layer{index}", Layer(layer, context, first=i == 0), is_layer=True))
             index += 1
@@ -187,11 +187,6 @@ def build_hf(model_cfg: ModelNode) -> PipelinedModel:
     pipelined.__dict__["transformers_model"] = model  # the Transformers model whose modules the blocks hold
     return pipelined
 
-
-def _arity(layer: nn.Module, hidden: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> int:
-    """How many values a layer returns (0: a bare tensor), for the stand-ins of the heads block."""
-    out = run_layer(layer, hidden, args, kwargs)
-    return len(out) if isinstance(out, tuple) else 0
 
 
 def _plain_tail(tail: List[Tuple[str, nn.Module]]) -> bool:

@@ -181,3 +181,9 @@ def run_layer(layer: nn.Module, hidden: Any, args: Tuple[Any, ...], kwargs: Dict
     one stack or stage to the next while the model is split, and to see how many values a layer returns."""
     with torch.no_grad(), one_sequence_per_sample():
         return layer(hidden, *args, **kwargs)
+
+
+def layer_arity(layer: nn.Module, hidden: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> int:
+    """How many values a layer returns (0: a bare tensor), for the stand-ins of a replay."""
+    out = run_layer(layer, hidden, args, kwargs)
+    return len(out) if isinstance(out, tuple) else 0

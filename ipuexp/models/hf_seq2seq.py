@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from ipuexp.models.blocks import Block, InputSpec, PipelinedModel
-from ipuexp.models.hf_chain import Context, Layer, carried, layer_list, probe, ran_before, run_layer
+from ipuexp.models.hf_chain import Context, Layer, carried, layer_arity, layer_list, probe, ran_before, run_layer
 from ipuexp.models.hf_inputs import input_specs, task_labels
 from ipuexp.models.hf_source import HFSource
 from ipuexp.models.hf_task import TaskHead
@@ -66,10 +66,6 @@ class DecoderEntry(nn.Module):
         return (hidden, *self._context.flatten(args, kwargs), *after[1 + self.masked:])
 
 
-def _arity(layer: nn.Module, hidden: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[int, Any]:
-    out = run_layer(layer, hidden, args, kwargs)
-    return (len(out), out[0]) if isinstance(out, tuple) else (0, out)
-
 
 def _tail(stack: nn.Module, layers: nn.ModuleList, ran: set) -> List[nn.Module]:
     """A stack's modules with parameters that neither ran before its layers nor are them: its final norms."""
@@ -99,7 +95,7 @@ def build_seq2seq(model: nn.Module, source: HFSource, model_cfg: ModelNode, task
     hidden, args, kwargs, enc_ran = ran_before(encoder, (enc_parent, enc_name), example, what)
     enc_ctx.flatten(args, kwargs)
     carried(encoder, (enc_parent, enc_name), example, enc_ctx)
-    enc_arity, _ = _arity(enc_layers[0], hidden, args, kwargs)
+    enc_arity = layer_arity(enc_layers[0], hidden, args, kwargs)
     for layer in enc_layers:  # the encoder's output, for the decoder's probe
         out = run_layer(layer, hidden, args, kwargs)
         hidden = out[0] if isinstance(out, tuple) else out
@@ -111,7 +107,7 @@ def build_seq2seq(model: nn.Module, source: HFSource, model_cfg: ModelNode, task
     dec_hidden, args, kwargs, dec_ran = ran_before(decoder, (dec_parent, dec_name), call, what)
     dec_ctx.flatten(args, kwargs)
     carried(decoder, (dec_parent, dec_name), call, dec_ctx)
-    dec_arity, _ = _arity(dec_layers[0], dec_hidden, args, kwargs)
+    dec_arity = layer_arity(dec_layers[0], dec_hidden, args, kwargs)
 
     enc_parts = [m for m in encoder.modules() if id(m) in enc_ran and m is not encoder]
     dec_parts = [m for m in decoder.modules() if id(m) in dec_ran and m is not decoder and m is not embed]
