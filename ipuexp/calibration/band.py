@@ -21,8 +21,9 @@ what the table covers, each widening with its reason:
 * a larger system than any row: ``+SIZE_FACTOR`` of the band per doubling beyond the largest;
 * micro-batch or gradient accumulation more than 2x outside the table's range: ``x RANGE_FACTOR`` each;
 * a micro-batch below every fitted row's (micro-batch 1): at least ``COVERAGE_K`` times the largest residual of
-  the unexplained rows at that micro-batch (GPT-2's), since every fixed cost of a pass weighs more there and the
-  model does not explain the rows that show it.
+  the unexplained rows (GPT-2's, ViT's), since every fixed cost of a pass weighs more there, the published runs
+  there are slower than the model explains (docs/emulator.md, "Micro-batch 1 at long sequences") and no fitted
+  row bounds how much.
 
 Beyond its family, a prediction is as good as the rows near it (``Point``: IPUs per replica, tokens or pixels per
 micro-batch, samples per weight update, the fullest tile's headroom, system size, host framework). A row *reaches*
@@ -146,21 +147,21 @@ def error_band(model: str, ipus: int, micro_batch: int, grad_accum: int, exclude
 
 
 def _small_micro_batch_floor(rows: Sequence[Residual], micro_batch: int, band: Band) -> Band:
-    """A micro-batch smaller than every fitted row's shares what the rows there show: every fixed cost of a pass
-    weighs more, and the rows at that micro-batch are ones the model does not explain (GPT-2 at micro-batch 1).
-    The band is then at least ``COVERAGE_K`` times the largest of their residuals."""
+    """A micro-batch smaller than every fitted row's is where the model is least sure: every fixed cost of a pass
+    weighs more, and the published runs there are slower than the model explains. No fitted row bounds the gap, so
+    the band is at least ``COVERAGE_K`` times the largest residual of the rows the model does not explain."""
     fitted = [r.micro_batch for r in rows if r.fitted and r.micro_batch]
     if not micro_batch or not fitted or micro_batch >= min(fitted):
         return band
-    there = [r for r in rows if not r.fitted and r.micro_batch and r.micro_batch <= micro_batch]
+    there = [r for r in rows if not r.fitted]
     if not there:
         return band
     worst = max(there, key=lambda r: abs(r.loo_error_pct))
     floor = COVERAGE_K * abs(worst.loo_error_pct)
     if floor <= band.pct:
         return band
-    reason = (f"micro-batch {micro_batch}, below every fitted row's ({min(fitted)}): at least twice the unexplained "
-              f"{worst.loo_error_pct:+.0f}% of {worst.id}")
+    reason = (f"micro-batch {micro_batch}, below every fitted row's ({min(fitted)}): at least twice the largest "
+              f"unexplained error, {worst.loo_error_pct:+.0f}% of {worst.id}")
     return dataclasses.replace(band, pct=floor, reasons=(*band.reasons, reason))
 
 

@@ -11,8 +11,9 @@ FITTED: Dict[str, Tuple[float, float]] = {
     "gw_step_latency_s": (1e-6, 1e-4),
     "host_step_s": (1e-4, 1.0),
     "popart_step_s": (1e-4, 1.0),
+    "replica_feed_s": (1e-6, 0.01),
 }
-"""Constants fitted to the calibration rows, with the physical range each may take (at most 7: hardware- and
+"""Constants fitted to the calibration rows, with the physical range each may take (at most 8: hardware- and
 host-software-level, shared by Mk2 and Bow)."""
 
 PRIORS: Dict[str, float] = {
@@ -22,6 +23,7 @@ PRIORS: Dict[str, float] = {
     "gw_step_latency_s": 5e-6,
     "host_step_s": 0.04,
     "popart_step_s": 0.04,
+    "replica_feed_s": 7e-4,
 }
 """Where every fit is drawn to (weakly, ``PRIOR_WEIGHT``) and where every held-out fit starts: a constant the
 remaining rows cannot determine (the GW-Link step when no multi-rack row is left) stays near this value, and no
@@ -32,4 +34,7 @@ most of the AMP peak; vector_efficiency: PopLibs element-wise vertices reach abo
 microseconds; host_step_s: Optimum Graphcore's two notebook runs of one 12-layer model at GA 16 and GA 64 (64 and
 256 samples per host call, 139.5 and 264 ms per call) leave 25-60 ms per host call beyond the pipeline and its fill
 and drain (docs/emulator.md, "The host call"); popart_step_s: the same OptimizerFromHost run and step loop, from
-PopART's side, with no public figure of its own, so the same prior."""
+PopART's side, with no public figure of its own, so the same prior; replica_feed_s: the same two runs take about
+264 and 139.5 ms per call where the engine's device work is about 1 ms per micro-batch; with host_step_s, their
+difference of 48 micro-batches is about 2.7 ms each, for 4 replicas fed by one process (docs/emulator.md, "One
+host process feeds its replicas")."""

@@ -25,6 +25,10 @@ _FIT_NOTES = {
                    "optimum): the model call's host side and the setOptimizer after every step (an "
                    "OptimizerFromHost run), the Trainer's step under Optimum (emulator/host.py); no public figure; "
                    "the host's time, not the tile clock's",
+    "replica_feed_s": "seconds a PopTorch or PopART host process spends handing one micro-batch to one of its "
+                      "replicas (PopART's stream callbacks of its inputs on Poplar's one default callback thread); "
+                      "a micro-batch enters the pipeline no faster than the process serves all its replicas "
+                      "(emulator/host.py); no public figure; the host's time, not the tile clock's",
     "popart_step_s": "seconds of a PopART training loop's own work per host call (host.framework popart): "
                      "session.run's host side, the step's input arrays, and the updateOptimizerFromHost after every "
                      "step when the learning rate changes each step (a second engine run over every IPU of the "

@@ -72,7 +72,13 @@ def host_io(plan: ExecutionPlan, graph: Graph, ctx0: TileContext) -> Dict[str, A
         exposed += (fetch + ctx0.sync_cycles + ctx0.compute_set_cycles) / r.clock_hz
         overlap = True
     # Each host process (PopRun instance) prepares the buffers of its replicas one after the other; every host
-    # server runs at least one process.
+    # server runs at least one process. Under PopTorch and PopART that is PopART's stream callbacks, one per input
+    # and replica, on Poplar's one default callback thread (streamCallbacks.multiThreadMode singleThread; IPU
+    # optimisation guide 4.4.2 advises more threads for many replicas); TensorFlow's infeeds have threads of their
+    # own.
     processes = max(int(opts.num_instances), 1, min(r.num_hosts, int(opts.replication_factor)))
     per_instance = ceil(opts.replication_factor / processes)
-    return dict(io_s=transfer, io_overlap=overlap, io_exposed_s=exposed, host_period_s=per_instance * latency)
+    callbacks = option_value(plan.host.framework) in POPTORCH_LOOPS + POPART_LOOPS
+    feed = r.calibration.replica_feed_s if callbacks else 0.0
+    return dict(io_s=transfer, io_overlap=overlap, io_exposed_s=exposed,
+                host_period_s=per_instance * (latency + feed))

@@ -49,6 +49,11 @@ class Calibration:
     model call's host side and the LR schedule's ``setOptimizer`` after every step (PopTorch rebuilds the optimizer
     for every weight and runs the ``OptimizerFromHost`` program), and the Trainer's step under Optimum; the host's
     time, not the tile clock's."""
+    replica_feed_s: float = 0.0
+    """Seconds a PopTorch or PopART host process spends handing one micro-batch to one of its replicas: PopART's
+    stream callbacks copy each replica's inputs (``InputDatastream::read``) on Poplar's one default callback
+    thread, so a micro-batch cannot enter the pipeline faster than the process serves all its replicas; the
+    host's time, not the tile clock's."""
     popart_step_s: float = 0.0
     """Seconds of a PopART training loop's own work per host call (``host.framework`` popart): ``session.run``'s
     host side, preparing the step's input arrays, and the ``updateOptimizerFromHost`` that Graphcore's MLPerf BERT
@@ -75,7 +80,8 @@ class Calibration:
                   "ring_step_supersteps": (cal.ring_step_supersteps >= 1, ">= 1"),
                   "hop_latency_s": (cal.hop_latency_s >= 0, ">= 0"),
                   "host_step_s": (cal.host_step_s >= 0, ">= 0"),
-                  "popart_step_s": (cal.popart_step_s >= 0, ">= 0")}
+                  "popart_step_s": (cal.popart_step_s >= 0, ">= 0"),
+                  "replica_feed_s": (cal.replica_feed_s >= 0, ">= 0")}
         for name, (ok, allowed) in checks.items():
             if not ok:
                 raise ValueError(f"ipu.calibration.{name}={getattr(cal, name)!r} is invalid: allowed {allowed}")

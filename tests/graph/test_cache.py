@@ -70,7 +70,7 @@ def test_entries_without_saved_boundary_fields_still_load(tmp_path, monkeypatch)
     old = cache.graph_from_dict(json.loads(json.dumps(data)))
     assert all(b.saved_input_elements == b.saved_output_elements == 0 for b in old.blocks)
     assert [b.saved_elements for b in old.blocks] == [b.saved_elements for b in g.blocks]
-    assert g.meta["capture_format"] == str(capture_module.CAPTURE_FORMAT) == "2"
+    assert g.meta["capture_format"] == str(capture_module.CAPTURE_FORMAT) == "3"
     key = cache.cache_key(MNIST, 2)
     monkeypatch.setattr(capture_module, "CAPTURE_FORMAT", 1)
     assert cache.cache_key(MNIST, 2) != key
