@@ -12,8 +12,8 @@ from ipuexp.files import savefig_whole, write_whole
 
 _FIT_NOTES = {
     "amp_efficiency": "share of the AMP's streaming rate reached inside matmul/convolution vertices, beyond the "
-                      "fixed cycles of each AMP pass (emulator/cost.py, from PopLibs' ConvPartial1x1Out estimate)",
-    "vector_efficiency": "share of PopLibs' per-tile vector rate (emulator/cost.py VECTOR_BYTES_PER_CYCLE, from "
+                      "fixed cycles of each AMP pass (emulator/matmul_plan.py, from PopLibs' ConvPartial1x1Out estimate)",
+    "vector_efficiency": "share of PopLibs' per-tile vector rate (emulator/vector_rate.py VECTOR_BYTES_PER_CYCLE, from "
                          "PerformanceEstimation.cpp) reached by the non-matmul vertices of every class",
     "compute_set_cycles": "cycles of one compute set on top of ipu.sync_cycles (supervisor start, worker "
                           "dispatch, vertex tail); also sets the fixed cost of a collective's ring step inside a "
