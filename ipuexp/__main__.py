@@ -237,7 +237,7 @@ def _hydra_entry(argv: List[str], mode: Any = _UNKNOWN) -> None:
             Hydra.get_mode = lambda self, config_name, overrides: mode
 
     @hydra.main(version_base=None, config_path=CONF_PATH, config_name="config")
-    def _job(cfg):
+    def _job(cfg: ConfigNode) -> Any:
         from hydra.core.hydra_config import HydraConfig
         from hydra.types import RunMode
 

@@ -64,3 +64,21 @@ def test_no_import_cycles():
     adjacency = {m: sorted(i for i in graph.find_modules_directly_imported_by(m) if i.startswith("ipuexp"))
                  for m in graph.modules}
     assert _cycles(adjacency) == []
+
+
+CONFIG_ARGS = ("cfg", "config", "base_cfg")
+"""Parameter names that hold a configuration."""
+
+
+def test_no_function_takes_a_configuration_as_any():
+    import ast
+
+    untyped = []
+    for path in sorted((ROOT / "ipuexp").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for arg in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
+                    shape = ast.unparse(arg.annotation).strip("'\"") if arg.annotation else None
+                    if arg.arg in CONFIG_ARGS and shape in (None, "Any", "Optional[Any]"):
+                        untyped.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}({arg.arg}: {shape})")
+    assert untyped == []

@@ -6,7 +6,10 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
+
+if TYPE_CHECKING:
+    from ipuexp.config.types import ConfigNode
 
 USAGE = "usage: python -m ipuexp.poptorch [--ipu NAME] [--system NAME] [--predict-only]\n" \
         "                                 [-m] SCRIPT [ARGS...] [-- OVERRIDES...]"
@@ -147,7 +150,7 @@ def _hydra_entry(cmd: Command) -> None:
     register()
 
     @hydra.main(version_base=None, config_path=CONF_PATH, config_name="config")
-    def _job(cfg):  # type: ignore[no-untyped-def]
+    def _job(cfg: ConfigNode) -> object:
         from hydra.core.hydra_config import HydraConfig
 
         from ipuexp.app import sweep_return

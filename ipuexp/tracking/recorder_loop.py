@@ -13,6 +13,8 @@ from ipuexp.tracking.record import JobRecord, Started
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
+    from ipuexp.config.types import ConfigNode
+
 log = logging.getLogger("ipuexp")
 
 
@@ -191,7 +193,7 @@ def _killed(record: JobRecord) -> JobRecord:
     return record
 
 
-def _first_record(cfg: Any, uri: str, experiment: str) -> Tuple[JobRecord, ...]:
+def _first_record(cfg: ConfigNode, uri: str, experiment: str) -> Tuple[JobRecord, ...]:
     """What the recorder writes as KILLED if the command dies before its job sends its run (none where the
     configuration does not resolve before Hydra starts): the configuration as composed, the command line's
     overrides. Node by node, without Hydra's own, which resolves only in a running job (and without a copy of the
@@ -211,7 +213,7 @@ def _first_record(cfg: Any, uri: str, experiment: str) -> Tuple[JobRecord, ...]:
                       start_ms=int(time.time() * 1000)),)
 
 
-def record_run(cfg: Any) -> None:
+def record_run(cfg: ConfigNode) -> None:
     """For a single tracked run of ``python -m ipuexp`` (its configuration composed, Hydra not started): start its
     recorder now, so that MLflow is imported and its store opened while the job is composed and evaluated. Not for
     a run that asks the store first (``tracking.skip_completed``) or trains (its metrics are sent as it goes)."""
