@@ -166,7 +166,8 @@ def record_job(record: JobRecord, started: Started) -> Tuple[Optional[str], Opti
         run = retry(c.create_run, exp_id, start_time=record.start_ms, run_name=name or None,
                     tags={**dict(_context_tags()), **tags})
         tracked = TrackedRun(c, run.info.run_id, functools.partial(_artifact_repo, record.uri, run.info.artifact_uri),
-                             params=curated.params(record.data, [k for k, _ in varied(overrides, swept)], overrides))
+                             params=curated.params(record.data, [k for k, _ in varied(overrides, swept)], overrides),
+                             in_sweep=sweep is not None)
         tracked._metrics = [Metric(*m) for m in record.metrics]
         tracked._tags = [RunTag(k, v) for k, v in record.tags]
         tracked._files = [(Path(p), a) for p, a in record.files]
