@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from ipuexp.report.__main__ import main
+from ipuexp.commands.report import main
 from ipuexp.report.predicted_vs_measured import (calibration_warning, host_points, in_band, measured_points, plot_measured,
                                     print_measured, summary, under_calibration)
 from ipuexp.report.sweep import Point, ReportError, Sweep, load

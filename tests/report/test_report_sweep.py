@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from ipuexp.report.__main__ import main
+from ipuexp.commands.report import main
 from ipuexp.report.sweep import Point, ReportError, Sweep, load, pareto_front, print_table, swept_options
 
 # (gradient accumulation, IO tiles, samples/s, bytes on each of 2 IPUs, fits)

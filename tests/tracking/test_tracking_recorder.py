@@ -108,7 +108,7 @@ def test_a_single_run_whose_store_failed_in_its_recorder_is_one_line_naming_the_
 
 DRIVER = """
 import atexit, sys
-import ipuexp.__main__ as cli
+import ipuexp.commands.run as cli
 atexit.register(lambda: print("driver imported mlflow:", "mlflow" in sys.modules))
 sys.argv = ["ipuexp"]
 cli.main(sys.argv[1:] + {args!r})

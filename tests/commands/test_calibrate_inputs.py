@@ -7,8 +7,8 @@ import csv
 import pytest
 
 from ipuexp.calibration import user
-from ipuexp.calibration import calibrate_command as cmd
-from ipuexp.calibration.measured_runs import MeasurementError, read_csv
+from ipuexp.commands import calibrate as cmd
+from ipuexp.fitting.measured_runs import MeasurementError, read_csv
 
 
 @pytest.fixture

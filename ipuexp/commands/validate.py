@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ipuexp.calibration import CALIBRATION_DIR, load_rows, unpredicted
-from ipuexp.calibration.fit import FITTED, MODES, fit, held_out_modes, predict, prepare, rounded
-from ipuexp.calibration.validate_notes import calibration_block, plot, priors, write_block
-from ipuexp.calibration.validate_report import Outcome, Report
+from ipuexp.fitting.fit import FITTED, MODES, fit, held_out_modes, predict, prepare, rounded
+from ipuexp.commands.validate_notes import calibration_block, plot, priors, write_block
+from ipuexp.fitting.validate_report import Outcome, Report
 
 GENERATIONS = ("mk1", "mk2", "bow")
 

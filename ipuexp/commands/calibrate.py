@@ -50,7 +50,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse(raw)
     from ipuexp.calibration.user import ENV, calibration_dir, check_name, path_of
     from ipuexp.config.checks import check_uri_or_env, check_writable
-    from ipuexp.calibration.measured_runs import read_csv, read_mlflow
+    from ipuexp.fitting.measured_runs import read_csv, read_mlflow
 
     try:
         check_name(args.name)
@@ -97,11 +97,11 @@ def _calibrate(args: argparse.Namespace, measurements: Sequence[Any], recipes: S
                raw: List[str]) -> int:
     from ipuexp.calibration import load_rows, unpredicted
     from ipuexp.calibration.user import MeasuredRow, NameTaken, UserCalibration, free_name, save
-    from ipuexp.calibration.refit import FitFailed, refit
-    from ipuexp.calibration.validate_command import load_config
-    from ipuexp.calibration.fit import FITTED, prepare
-    from ipuexp.calibration.measured_runs import prepare as prepare_measured
-    from ipuexp.calibration import calibrate_print as show
+    from ipuexp.fitting.refit import FitFailed, refit
+    from ipuexp.commands.validate import load_config
+    from ipuexp.fitting.fit import FITTED, prepare
+    from ipuexp.fitting.measured_runs import prepare as prepare_measured
+    from ipuexp.commands import calibrate_print as show
     from ipuexp.terminal_table import terminal_console
 
     console = terminal_console(highlight=False)

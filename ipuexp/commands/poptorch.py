@@ -110,7 +110,7 @@ def main(argv: Optional[List[str]] = None) -> None:
 def _check(cmd: Command) -> None:
     """Compose every swept value once before the script runs: a key or value ipuexp rejects is one line. Where the
     job writes (its run or sweep folder, the tracking store) is checked then too, not after the script's work."""
-    from ipuexp.__main__ import EXIT_CONFIG_ERROR, check_outputs, preflight, sweep_points
+    from ipuexp.commands.run import EXIT_CONFIG_ERROR, check_outputs, preflight, sweep_points
     from ipuexp.config.errors import ConfigError
 
     try:
@@ -188,3 +188,7 @@ def _hydra_entry(cmd: Command) -> None:
         _job()
     finally:
         sys.argv = saved
+
+
+if __name__ == "__main__":
+    main()
