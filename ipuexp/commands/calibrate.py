@@ -17,8 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any, List, Optional, Sequence
 
-EXIT_BAD_INPUT = 2
-EXIT_FIT_FAILED = 1
+from ipuexp.exit_status import EXIT_BAD_INPUT, EXIT_FAILED, fail
+
+EXIT_FIT_FAILED = EXIT_FAILED
 
 
 def parse(argv: List[str]) -> argparse.Namespace:
@@ -78,8 +79,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             measurements = read_csv(args.file)
         recipes = [_recipe(name) for name in args.recipe]
     except ValueError as err:  # MeasurementError and ConfigError too
-        print(f"ipuexp.calibrate: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return fail("ipuexp.calibrate", str(err), EXIT_BAD_INPUT)
     return _calibrate(args, measurements, recipes, target, raw)
 
 
@@ -118,8 +118,7 @@ def _calibrate(args: argparse.Namespace, measurements: Sequence[Any], recipes: S
         result = refit([c for c in cases if c.row.id not in cfg.unexplained],
                        [c for c in cases if c.row.id in cfg.unexplained], mine, replaced, mode)
     except FitFailed as err:
-        print(f"ipuexp.calibrate: {err}; nothing written", file=sys.stderr)
-        return EXIT_FIT_FAILED
+        return fail("ipuexp.calibrate", f"{err}; nothing written", EXIT_FIT_FAILED)
     residuals = result.residuals()
     show.report(console, result, residuals, recipes)
     cal = UserCalibration(

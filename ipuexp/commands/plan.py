@@ -12,8 +12,10 @@ import os
 import sys
 from typing import Any, List, Optional, Tuple
 
-EXIT_CONFIG_ERROR = 2
-EXIT_INFEASIBLE = 1
+from ipuexp.exit_status import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, fail
+
+EXIT_CONFIG_ERROR = EXIT_BAD_INPUT
+EXIT_INFEASIBLE = EXIT_FAILED
 
 
 def split_overrides(args: List[str]) -> Tuple[List[str], List[str]]:
@@ -80,8 +82,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             check_store("tracking.uri", base.tracking.uri or tracking_uri(base), tracking_uri(base),
                         float(base.tracking.timeout_s))
     except ConfigError as err:
-        print(f"ipuexp.plan: config error: {err}", file=sys.stderr)
-        return EXIT_CONFIG_ERROR
+        return fail("ipuexp.plan", f"config error: {err}", EXIT_CONFIG_ERROR)
     run = None
     if base.tracking.enabled:
         from ipuexp.plan.tracking import PlanRun
@@ -91,12 +92,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _plan(args, base, settings, run)
     except ConfigError as err:
         _fail(run, f"config error: {err}")
-        print(f"ipuexp.plan: config error: {err}", file=sys.stderr)
-        return EXIT_CONFIG_ERROR
+        return fail("ipuexp.plan", f"config error: {err}", EXIT_CONFIG_ERROR)
     except KeyboardInterrupt:
         _fail(run, "interrupted")
-        print("ipuexp.plan: interrupted", file=sys.stderr)
-        return 130
+        return fail("ipuexp.plan", "interrupted", EXIT_INTERRUPTED)
     except BaseException as exc:
         _fail(run, f"{type(exc).__name__}: {exc}")
         raise
@@ -134,8 +133,7 @@ def _plan(args: argparse.Namespace, base: Any, settings: Any, run: Any) -> int:
         run.finish(result, top, paths, failure=shortfall)
         print(f"MLflow run {run.run_id} in experiment {run.experiment_name!r} (see it with mlflow ui)")
     if shortfall:
-        print(f"ipuexp.plan: {shortfall}", file=sys.stderr)
-        return EXIT_INFEASIBLE
+        return fail("ipuexp.plan", f"{shortfall}", EXIT_INFEASIBLE)
     return 0
 
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional
 
+from ipuexp.exit_status import EXIT_INTERRUPTED, fail
+
 if TYPE_CHECKING:
     from ipuexp.config.types import ConfigNode
 
@@ -103,8 +105,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     except ScriptFailed as failed:
         sys.exit(failed.code)
     except KeyboardInterrupt:
-        print("ipuexp.poptorch: interrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(fail("ipuexp.poptorch", "interrupted", EXIT_INTERRUPTED))
 
 
 def _check(cmd: Command) -> None:
@@ -123,8 +124,7 @@ def _check(cmd: Command) -> None:
 
                 check_ray(cfg)
     except ConfigError as err:
-        print(f"ipuexp: config error: {err}", file=sys.stderr)
-        sys.exit(EXIT_CONFIG_ERROR)
+        sys.exit(fail("ipuexp", f"config error: {err}", EXIT_CONFIG_ERROR))
 
 
 def _remove_bare(folder: Path) -> None:

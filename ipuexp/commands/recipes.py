@@ -17,7 +17,9 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-EXIT_REFUSED = 2
+from ipuexp.exit_status import EXIT_BAD_INPUT, fail
+
+EXIT_REFUSED = EXIT_BAD_INPUT
 
 
 def _split(spec: str) -> Tuple[str, Optional[str]]:
@@ -175,12 +177,10 @@ def main(argv: Optional[List[str]] = None) -> None:
         sys.exit(cmd_import(args) if args.command == "import" else cmd_list(args))
     except ConfigError as err:
         what = f"cannot import {args.spec}" if args.command == "import" else f"cannot read {args.file}"
-        print(f"ipuexp.recipes: {what}: {err}", file=sys.stderr)
-        sys.exit(EXIT_REFUSED)
+        sys.exit(fail("ipuexp.recipes", f"{what}: {err}", EXIT_REFUSED))
     except OSError as err:  # a file that cannot be read: one line, no traceback
         name = args.spec if args.command == "import" else args.file
-        print(f"ipuexp.recipes: cannot read {_split(name)[0]}: {err.strerror or err}", file=sys.stderr)
-        sys.exit(EXIT_REFUSED)
+        sys.exit(fail("ipuexp.recipes", f"cannot read {_split(name)[0]}: {err.strerror or err}", EXIT_REFUSED))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-EXIT_BAD_INPUT = 2
+from ipuexp.exit_status import EXIT_BAD_INPUT, EXIT_FAILED, fail
+
 RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """What a run id may hold (MLflow's are 32 hex digits); checked before the id goes into a search filter."""
 
@@ -62,8 +63,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.calibration:
             sweep = under_calibration(sweep, args.calibration)
     except (ReportError, ConfigError) as err:
-        print(f"ipuexp.report: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return fail("ipuexp.report", str(err), EXIT_BAD_INPUT)
     mixed = calibration_warning(sweep)
     if mixed:  # before the tables: every figure below compares predictions
         _say(mixed)
@@ -75,8 +75,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             if any(p.ipu_measured is not None for p in measured_points(sweep)):
                 written.append(plot_measured(sweep, out / "predicted_vs_measured.png"))
     except OSError as err:  # a disk that filled up, a folder removed meanwhile
-        print(f"ipuexp.report: --out={str(out)!r}: writing failed ({err.strerror or err})", file=sys.stderr)
-        return 1
+        return fail("ipuexp.report", f"--out={str(out)!r}: writing failed ({err.strerror or err})", EXIT_FAILED)
     import os
 
     _say(f"Wrote {', '.join(Path(p).name for p in written)} to {out}{os.sep}")

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from ipuexp.config.types import ConfigNode
 
 from ipuexp.config.sweep_points import search_space_points, sweep_points  # noqa: F401 (the command's own)
-from ipuexp.exit_status import EXIT_BAD_INPUT as EXIT_CONFIG_ERROR, EXIT_DOES_NOT_FIT  # noqa: F401
+from ipuexp.exit_status import EXIT_DOES_NOT_FIT, EXIT_INTERRUPTED, fail  # noqa: F401 (the poptorch command's too)
+from ipuexp.exit_status import EXIT_BAD_INPUT as EXIT_CONFIG_ERROR
 
 
 def _is_multirun(argv: List[str]) -> bool:
@@ -160,8 +161,7 @@ def main(argv: Optional[List[str]] = None) -> None:
 
             check_points(cfg, first, others, lambda point: preflight(point, rules=False))
         except ConfigError as err:
-            print(f"ipuexp: config error: {err}", file=sys.stderr)
-            sys.exit(EXIT_CONFIG_ERROR)
+            sys.exit(fail("ipuexp", f"config error: {err}", EXIT_CONFIG_ERROR))
         if cfg.tracking.enabled and not _is_multirun(argv):
             from ipuexp.tracking.recorder_loop import record_run
 
@@ -179,8 +179,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     try:
         _hydra_entry(argv, mode)
     except KeyboardInterrupt:
-        print("ipuexp: interrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(fail("ipuexp", "interrupted", EXIT_INTERRUPTED))
     except ConfigError as err:  # a setting only the sweeper can check (a stored study's search space)
         if not multirun:
             raise
@@ -189,8 +188,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         if not optimiser:
             print(str(err), file=sys.stderr)
             sys.exit(1)
-        print(f"ipuexp: config error: {err}", file=sys.stderr)
-        sys.exit(EXIT_CONFIG_ERROR)
+        sys.exit(fail("ipuexp", f"config error: {err}", EXIT_CONFIG_ERROR))
     except Exception as err:
         from hydra.errors import CompactHydraException
 
@@ -255,7 +253,8 @@ def _hydra_entry(argv: List[str], mode: Any = _UNKNOWN) -> None:
         return sweep_return(outcome)
 
     # The job's log is __main__.log, named after python -m ipuexp's door, wherever the command's module lives.
-    sys.argv = [sys.argv[0], "hydra.job.name=__main__"] + argv
+    named = any(a.startswith("hydra.job.name=") for a in argv)
+    sys.argv = [sys.argv[0]] + argv + ([] if named else ["hydra.job.name=__main__"])
     _job()
 
 

@@ -24,6 +24,7 @@ from ipuexp.calibration import CALIBRATION_DIR, load_rows, unpredicted
 from ipuexp.fitting.fit import FITTED, MODES, fit, held_out_modes, predict, prepare, rounded
 from ipuexp.commands.validate_notes import calibration_block, plot, priors, write_block
 from ipuexp.fitting.validate_report import Outcome, Report
+from ipuexp.exit_status import EXIT_BAD_INPUT, fail
 
 GENERATIONS = ("mk1", "mk2", "bow")
 
@@ -186,8 +187,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         report = run(cfg, refit=args.fit)
     except (FileNotFoundError, ValueError, KeyError) as err:
-        print(f"ipuexp.validate: {err}", file=sys.stderr)
-        return 2
+        return fail("ipuexp.validate", str(err), EXIT_BAD_INPUT)
     print_report(report, cfg)
     if args.plot:
         plot(report, Path(args.plot))
