@@ -43,7 +43,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse(list(sys.argv[1:] if argv is None else argv))
     from ipuexp.report.predicted_vs_measured import (calibration_warning, measured_points, plot_measured, print_measured,
                                         under_calibration)
-    from ipuexp.report.sweep import ReportError, load, print_table, write_csv
+    from ipuexp.report.sweep import ReportError, print_table, write_csv
+    from ipuexp.report.sweep_load import load
     from ipuexp.report.sweep_plots import draw_all
     from ipuexp.config.checks import check_uri_or_env, check_writable
     from ipuexp.config.errors import ConfigError

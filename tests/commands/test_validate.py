@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from ipuexp.commands import validate as v
-from ipuexp.calibration import validate_notes as validate_notes
+from ipuexp.commands import validate_notes
 from ipuexp.calibration import RUNS_DIR, Row, load_rows
 from ipuexp.calibration.band import Residual, error_band, load_residuals
 from ipuexp.config.store import CONF_DIR

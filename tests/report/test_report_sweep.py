@@ -5,7 +5,8 @@ import pytest
 from rich.console import Console
 
 from ipuexp.commands.report import main
-from ipuexp.report.sweep import Point, ReportError, Sweep, load, pareto_front, print_table, swept_options
+from ipuexp.report.sweep import Point, ReportError, Sweep, pareto_front, print_table, swept_options
+from ipuexp.report.sweep_load import load
 
 # (gradient accumulation, IO tiles, samples/s, bytes on each of 2 IPUs, fits)
 SWEEP = [
