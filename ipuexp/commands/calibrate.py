@@ -98,7 +98,7 @@ def _calibrate(args: argparse.Namespace, measurements: Sequence[Any], recipes: S
     from ipuexp.calibration import load_rows, unpredicted
     from ipuexp.calibration.user import MeasuredRow, NameTaken, UserCalibration, free_name, save
     from ipuexp.fitting.refit import FitFailed, refit
-    from ipuexp.commands.validate import load_config
+    from ipuexp.commands.validate_config import load_config
     from ipuexp.fitting.fit import FITTED, prepare
     from ipuexp.fitting.measured_runs import prepare as prepare_measured
     from ipuexp.commands import calibrate_print as show

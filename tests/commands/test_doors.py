@@ -35,3 +35,13 @@ def test_the_doors_import_nothing():
     assert len(doors) == 7
     assert {d: sorted(i for i in graph.find_modules_directly_imported_by(d) if i.startswith("ipuexp"))
             for d in doors} == {d: [] for d in doors}
+
+
+@pytest.mark.slow
+def test_validate_through_its_door_reads_its_settings(tmp_path):
+    # The command runs as __main__; its structured settings live in a module of their own so that OmegaConf can
+    # read their annotations (the --help above never loads them).
+    proc = subprocess.run([sys.executable, "-m", "ipuexp.validate", "--no-loo"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "in-sample MAPE" in proc.stdout
