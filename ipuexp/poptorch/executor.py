@@ -18,6 +18,7 @@ from ipuexp.poptorch.compile_hooks import registerPostCompileHook, registerPreCo
 from ipuexp.poptorch.enums import OutputMode, ReductionType
 from ipuexp.poptorch.options import Options
 from ipuexp.poptorch.layout import combine as _combine, micro_batches
+from ipuexp.training.half_kernels import half_products
 
 
 class PoplarExecutor:
@@ -55,7 +56,8 @@ class PoplarExecutor:
             replicas = self.options.replication_factor
             self._inputs.validate(self.model, args, kwargs, 0 if self.training else replicas * self._micro_batch_size)
         self._attached = True
-        with as_compiled(self.model, self._constants):
+        tensors = [*self.model.parameters(), *tree_flatten((args, kwargs))[0]]
+        with as_compiled(self.model, self._constants), half_products(tensors):
             return self._train(args, kwargs) if self.training else self._infer(args, kwargs)
 
     def compile(self, *args: Any, **kwargs: Any) -> None:
