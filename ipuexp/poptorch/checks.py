@@ -165,18 +165,13 @@ def checked_forward(model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[
 
 def ipus_to_reserve(ipus_per_replica: int, replicas: int, auto_round: bool) -> None:
     """PopTorch reserves a power of two of IPUs: a model on another number fails to compile unless
-    ``Options.autoRoundNumIPUs(True)``, which ipuexp cannot honour (its IPU systems run 2^n IPUs per job), so it
-    is named as unsupported."""
-    from ipuexp.poptorch.errors import UnsupportedError
-
+    ``Options.autoRoundNumIPUs(True)``, which reserves the next power of two and leaves the extra IPUs idle
+    (``options.auto_round_num_ipus``)."""
     num = ipus_per_replica * replicas
     rounded = 1 << (num - 1).bit_length()
-    if num == rounded or num > 64:
+    if num == rounded or num > 64 or auto_round:
         return
-    if auto_round:
-        raise UnsupportedError(f"Options.autoRoundNumIPUs(True) for a model of {num} IPUs",
-                               "a power of two of IPUs (replicas x IPUs of the pipeline's stages)")
-    raise Error(f"The model specifies the use of {num} IPUs, however PopTorch must reserve a minimum of {rounded} "
+    raise Error(f"Reserving IPUs: The model specifies the use of {num} IPUs, however PopTorch must reserve a minimum of {rounded} "
                 "in order to allow the model to run, because PopTorch must reserve a power of 2 or maximum of 64 "
                 "IPUs per process. Please reconfigure your model to use a different number of IPUs or set "
                 "poptorch.Options().autoRoundNumIPUs(True).")

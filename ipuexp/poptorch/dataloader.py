@@ -33,6 +33,7 @@ class DataLoader(torch.utils.data.DataLoader):
             batch_size = getattr(batch_sampler, "batch_size", batch_size)
         if options.Distributed.numProcesses > 1:
             raise UnsupportedError("DataLoader in a distributed run", "one process")
+        options._freeze()  # as PopTorch does: the loader's batches follow these options
         self._options = options
         self.mode = DataLoaderMode(mode)
         self._num_batches_to_combine = (options.device_iterations * options.replication_factor
