@@ -216,6 +216,8 @@ class PoplarExecutor:
         layout = self._layout(args, kwargs)
         iterations, replicas, ga, _ = layout
         params = [p for g in self.optimizer.param_groups for p in g["params"] if p.requires_grad]
+        for p in params:  # gradients a host backward pass left are not the device's
+            p.grad = None
         from ipuexp.poptorch.half_update import loss_scaler
 
         scaler = self._scaler = loss_scaler(self._scaler, self.optimizer, self.options, precision_of(self.model))
