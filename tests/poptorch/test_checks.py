@@ -230,3 +230,21 @@ def test_a_missing_dict_key_is_named(job):
         model({"y": torch.tensor([2.0])})
     with pytest.raises(poptorch.Error, match="Unexpected arguments: z."):
         model({"x": torch.tensor([1.0]), "y": torch.tensor([2.0]), "z": torch.tensor([3.0])})
+
+
+def test_left_out_arguments_are_their_defaults_and_constants_are_compiled_in(job):
+    """PopTorch's ArgsParser fills a left-out parameter with its default: a call may then pass it (same type and
+    shape); a left-out tensor input is None against a compiled tensor, and a non-tensor input is a constant."""
+    class Adder(torch.nn.Module):
+        def forward(self, a, b=torch.zeros(2), *, scale=2, c=None):
+            out = (a + b) * scale
+            return out if c is None else out + c
+
+    model = poptorch.inferenceModel(Adder())
+    one = torch.ones(2)
+    torch.testing.assert_close(model(one), torch.full((2,), 2.0))
+    torch.testing.assert_close(model(one, b=one), torch.full((2,), 4.0))
+    with pytest.raises(poptorch.Error, match="Value mismatch for scale: expected 2 but got 3"):
+        model(one, scale=3)
+    with pytest.raises(poptorch.Error, match="Type mismatch for c: expected <class 'NoneType'>"):
+        model(one, c=one)
