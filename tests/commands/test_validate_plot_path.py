@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from ipuexp.calibration import validate_command
+from ipuexp.commands import validate as validate_command
 
 
 def test_plot_says_where(monkeypatch, tmp_path, capsys):
