@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from ipuexp.poptorch import anchors, compile_hooks, fp_exceptions, ops
+from ipuexp.poptorch import anchors, compile_hooks, executables, fp_exceptions, ops
 from ipuexp.poptorch.casting import casting, weights_of
 from ipuexp.poptorch.constants import as_compiled
 from ipuexp.poptorch.compile_hooks import registerPostCompileHook, registerPreCompileHook
@@ -120,6 +120,16 @@ class PoplarExecutor:
         values.update({"model.name": "custom", "model.target": register(split.names, graph),
                        "tracking.experiment": script_name()})
         return values, mapped.no_effect + opt.no_effect
+
+    def compileAndExport(self, filename: str, *args: Any, export_model: bool = True, **kwargs: Any) -> None:
+        self.compile(*args, **kwargs)
+        executables.save(self, filename, export_model)
+
+    def save(self, filename: str, export_model: bool = True) -> None:
+        executables.save(self, filename, export_model)
+
+    def loadExecutable(self, filename: str) -> None:
+        executables.check(self, filename)
 
     def getTensorNames(self) -> List[str]:
         return anchors.tensor_names(self.model, self.training)
@@ -279,10 +289,11 @@ __all__ = ["PoplarExecutor", "inferenceModel", "registerPostCompileHook", "regis
 
 
 def trainingModel(model: torch.nn.Module, options: Optional[Options] = None, optimizer: Any = None) -> PoplarExecutor:
-    """``model`` (returning its loss, alone or with other outputs) wrapped for training."""
-    return PoplarExecutor(model, options, True, optimizer)
+    """``model`` (returning its loss, alone or with other outputs) wrapped for training; an executor's own model."""
+    return PoplarExecutor(model.model if isinstance(model, PoplarExecutor) else model, options, True, optimizer)
 
 
 def inferenceModel(model: torch.nn.Module, options: Optional[Options] = None) -> PoplarExecutor:
-    """``model`` wrapped for inference (its weights are the module's own, so training shows through)."""
-    return PoplarExecutor(model, options, False)
+    """``model`` (an executor's own model) wrapped for inference (its weights are the module's own, so training
+    shows through)."""
+    return PoplarExecutor(model.model if isinstance(model, PoplarExecutor) else model, options, False)
