@@ -79,7 +79,9 @@ class ThroughputFigures:
     """Half-width of the error band of ``samples_per_s``, percent: leave-one-out residuals of the calibration rows
     most like this configuration, widened outside the calibration's range (None without calibration residuals)."""
     error_band_reasons: List[str] = field(default_factory=list)
-    """What the band rests on and why it was widened."""
+    """What the band rests on and why it was widened, each calibration row named."""
+    error_band_summary: List[str] = field(default_factory=list)
+    """The same without row ids, as the console prints it."""
     extrapolated: Optional[str] = None
     """The axes on which no calibration row reaches this configuration, with the span the rows cover there
     (``calibration.reach``); None when a row reaches it."""
