@@ -82,9 +82,34 @@ def parse(argv: List[str]) -> Command:
     return Command(script, args, groups + overrides, predict_only, multirun)
 
 
+def _wants_help(argv: List[str]) -> bool:
+    """No arguments, or -h/--help among the flags before the script."""
+    i = 0
+    while i < len(argv):
+        if argv[i] in ("-h", "--help"):
+            return True
+        if not argv[i].startswith("-") or argv[i] == "--":
+            return False
+        i += 2 if argv[i] in ("--ipu", "--system") else 1
+    return not argv
+
+
+def answer_early(argv: List[str]) -> None:
+    """The help, or a usage error, of ``python -m ipuexp.poptorch``: answered as the package starts to load, before
+    torch is imported (seconds), since neither needs it. Any other command line returns."""
+    if _wants_help(argv):
+        print(HELP)
+        sys.exit(0)
+    try:
+        parse(argv)
+    except UsageError as err:
+        print(f"{USAGE}\nipuexp.poptorch: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
+    if _wants_help(argv):
         print(HELP)
         return
     try:

@@ -165,6 +165,15 @@ def test_help_fits_80_columns_and_import_is_light():
     proc = _command("--help", cwd=ROOT)
     assert proc.returncode == 0 and "--predict-only" in proc.stdout
     assert max(len(line) for line in proc.stdout.splitlines()) <= 80
+    # The help and a usage error are answered before torch is imported: under a second.
+    for args, status in ((["--system", "pod4", "--help"], 0), (["no_such_script.py"], 2)):
+        code = ("import runpy, sys, time; t = time.perf_counter(); sys.argv = ['-m', *sys.argv[1:]]; sys.orig_argv = "
+                "[sys.executable, '-m', 'ipuexp.poptorch', *sys.argv[1:]]\n"
+                "try:\n    import ipuexp.poptorch\nexcept SystemExit as e:\n"
+                "    print(e.code, 'torch' in sys.modules, time.perf_counter() - t)")
+        out = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True,
+                             timeout=120).stdout.split()
+        assert out[-3:-1] == [str(status), "False"] and float(out[-1]) < 1.0, out
     code = ("import time, torch; t = time.perf_counter(); import ipuexp.poptorch; "
             "print(time.perf_counter() - t); import sys; "
             "print(sorted(m for m in ('hydra', 'mlflow', 'omegaconf', 'ray', 'matplotlib') if m in sys.modules))")
