@@ -37,15 +37,28 @@ def settings_of(overrides: List[str]):
     return check(OmegaConf.to_object(cfg))
 
 
+def _plain(text: str) -> str:
+    """Docstring text as a terminal shows it: without reST's ``code`` and :role:`name` marks."""
+    import re
+
+    return re.sub(r"(:\w+:)?`+([^`]+)`+", r"\2", text)
+
+
 def parse(argv: List[str]) -> argparse.Namespace:
     import textwrap
 
     from ipuexp.plan.settings import documented_keys
+    from ipuexp.terminal_table import MIN_WIDTH, terminal_width
 
+    width = max(terminal_width(), MIN_WIDTH)
+    description = textwrap.fill(_plain(" ".join(__doc__.split("\n\n")[0].split())), width)
     lines = ["plan.* keys (plan.KEY=VALUE; default in brackets):"]
     for key, default, doc in documented_keys():
-        lines += textwrap.wrap(f"{key} [{default}]: {doc}", width=100, initial_indent="  ", subsequent_indent="      ")
-    parser = argparse.ArgumentParser(prog="python -m ipuexp.plan", description=__doc__.splitlines()[0],
+        lines += textwrap.wrap(_plain(f"{key} [{default}]: {doc}"), width=width, initial_indent="  ",
+                               subsequent_indent="      ", break_on_hyphens=False)
+    # argparse wraps the usage and the flags' help to $COLUMNS; the description and the keys are wrapped here.
+    os.environ.setdefault("COLUMNS", str(width))
+    parser = argparse.ArgumentParser(prog="python -m ipuexp.plan", description=description,
                                      epilog="\n".join(lines), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="+recipe=NAME, config overrides, plan.KEY=VALUE")
     parser.add_argument("--write-recipe", metavar="NAME", help="write the best configuration as recipe NAME "
