@@ -124,14 +124,17 @@ def is_figure(cell: str) -> Optional[bool]:
 
 def _tokens(text: str) -> List[Tuple[str, bool]]:
     """The words of ``text``, each with whether it is a figure that must stay whole: a number glued to the unit
-    after it (``12.3 MiB`` is one token)."""
+    after it (``12.3 MiB`` is one token), and to a bracketed figure that qualifies it (``531.5 KiB (15%)``,
+    ``16,423 (±9%)``)."""
     words = text.split()
     out: List[Tuple[str, bool]] = []
     n = 0
     while n < len(words):
         word = words[n]
         if _number(word):
-            while n + 1 < len(words) and _unit(words[n + 1]):
+            while n + 1 < len(words) and (_unit(words[n + 1]) or (words[n + 1].startswith("(")
+                                                                    and words[n + 1].endswith(")")
+                                                                    and _number(words[n + 1]))):
                 n += 1
                 word += " " + words[n]
             out.append((word, True))
