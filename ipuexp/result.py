@@ -68,7 +68,8 @@ class ThroughputFigures:
     """Time of one weight update (GA micro-batches on every replica)."""
     bubble_fraction: float
     utilisation: List[float]
-    """Busy share of each IPU of a replica."""
+    """Busy share of the step of each IPU of a replica: computing or exchanging, neither idle nor waiting for the
+    host (the pipeline chart's "busy" beside each IPU)."""
     breakdown: Dict[str, float] = field(default_factory=dict)
     """Seconds per step: compute, recompute, exchange, host_io, weight_update, all_reduce, idle."""
     peak_flops_bound_samples_per_s: float = 0.0
