@@ -22,6 +22,19 @@ def _si(x: float) -> str:
     return f"{x:.0f}"
 
 
+def _hanging(line: str, width: int) -> str:
+    """A report line wrapped with a hanging indent: a numbered remedy's continuation under its text, any other
+    indented line's 2 more than its start, a line at the margin's 4; figures stay whole."""
+    import re
+
+    from ipuexp.terminal_table import wrap
+
+    lead = len(line) - len(line.lstrip())
+    number = re.match(r"\d+\.\s+", line.lstrip())
+    hang = len(number.group(0)) if number else (2 if lead else 4)
+    return wrap(line.strip(), width, indent=lead, subsequent=hang)
+
+
 def run_line(run: RunFigures) -> str:
     """What ran: the batch, the replicas, and the IPUs used of the system's (with the overrides that use the rest)."""
     seq = f", sequence length {run.sequence_length}" if run.sequence_length else ""
@@ -80,7 +93,7 @@ def print_result(result: Result, console: Any = None) -> None:
                     title="Memory per IPU (fullest tile decides)")
         console.print(mem)
         for line in result.memory.report:
-            console.print(line, markup=False)
+            console.print(_hanging(line, console.width), markup=False, highlight=False, soft_wrap=True)
     t = result.throughput
     if t is not None:
         util = ", ".join(f"{u:.0%}" for u in t.utilisation)

@@ -284,3 +284,17 @@ def test_lamb_takes_poptorchs_arguments_on_the_engines_lamb():
     no_bias, _ = stepped(bias_correction=False)
     clipped, _ = stepped(max_weight_norm=1e-3)
     assert not torch.allclose(plain, no_bias) and not torch.allclose(plain, clipped)
+
+
+def test_the_report_starts_a_line_of_its_own_after_a_progress_bar(tmp_path):
+    """A script that calls its model inside a tqdm loop, piped: the report does not start on the bar's last frame
+    (which ends in a carriage return, not a newline)."""
+    source = (SCRIPTS / "autostage.py").read_text()
+    source = source.replace("for call, (x, y) in enumerate(loader):", "from tqdm import tqdm\n"
+                            "for call, (x, y) in enumerate(tqdm(loader, file=sys.stdout)):")
+    (tmp_path / "bar.py").write_text("import sys\n" + source)
+    proc = _command("--predict-only", "bar.py", "--", "tracking.enabled=false", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.split("\n")  # a terminal's lines: \r does not end one
+    said = next(line for line in lines if "the script's options as ipuexp overrides" in line)
+    assert said.startswith("ipuexp.poptorch: the script's options"), said

@@ -65,3 +65,15 @@ def test_the_run_tables_at_80_columns_to_a_pipe_keep_every_figure_whole(capsys, 
     for figure in ("88.17 M", "184.15 G", "368.29 G", "308.1 MiB", "14.0 MiB", "700.0 MiB", "1,150.0 MiB",
                    "445.2 MiB", "705.0 MiB", "487.0 KiB", "0,1,2,3,4,5,6", "21,22,23,24,25"):
         assert figure in out, figure
+
+
+def test_remedy_lines_wrap_with_a_hanging_indent():
+    from ipuexp.report.console import _hanging
+
+    remedy = ("  1. reduce data.micro_batch_size (now 32): stash, activations, temporaries and host buffers "
+              "(773.0 MiB on the fullest IPU) scale with it; micro-batch 1 frees about 748.8 MiB")
+    lines = _hanging(remedy, 80).splitlines()
+    assert len(lines) > 1 and all(line.startswith("     ") and not line.startswith("      ") for line in lines[1:])
+    assert max(map(len, lines)) <= 80 and "773.0 MiB" in " ".join(lines)
+    head = _hanging("Out of memory on tile 0: 656180 bytes used but tiles only have 638976 bytes of memory", 80)
+    assert head.splitlines()[1].startswith("    ")
