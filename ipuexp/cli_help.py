@@ -3,7 +3,6 @@ the terminal (Hydra's own help, one flag away with ``--hydra-help``, opens with 
 the whole config)."""
 from __future__ import annotations
 
-import shutil
 import textwrap
 from typing import List
 
@@ -36,7 +35,9 @@ def groups() -> List[tuple]:
 
 
 def text(width: int = 0) -> str:
-    width = width or shutil.get_terminal_size((100, 24)).columns
+    from ipuexp.terminal_table import MIN_WIDTH, terminal_width
+
+    width = width or max(terminal_width(), MIN_WIDTH)  # a pipe without $COLUMNS: 80, as every other output
     out = [textwrap.fill("python -m ipuexp: emulate IPU training of one configuration (or a sweep with -m) and "
                          "record it in MLflow.", width), "", "Usage:"]
 
