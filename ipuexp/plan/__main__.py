@@ -125,6 +125,7 @@ def _plan(args: argparse.Namespace, base: Any, settings: Any, run: Any) -> int:
     from ipuexp.plan import ranking
     from ipuexp.plan.output import distinct, print_plan, shortfall_line, write_outputs
     from ipuexp.plan.planner import plan as run_plan
+    from ipuexp.terminal_table import wrap
 
     result = run_plan(base, settings, quiet=args.quiet)
     top = distinct(result.ranked, settings.top_k, result.problem.recipe)
@@ -135,17 +136,17 @@ def _plan(args: argparse.Namespace, base: Any, settings: Any, run: Any) -> int:
 
     folder = run_folder(settings.out_dir)
     paths = write_outputs(result, top, rejected, folder)
-    print(f"Wrote {paths['plan'].name} and {paths['pareto'].name} to {folder}{os.sep}")
+    print(wrap(f"Wrote {paths['plan'].name} and {paths['pareto'].name} to {folder}{os.sep}"))
     shortfall = None if top else shortfall_line(ranking.closest(result.result.outcomes), result)
     if args.write_recipe and top:
         from ipuexp.plan.recipe import write_best_recipe
 
         path = write_best_recipe(result, top[0], args.write_recipe, overwrite=args.overwrite)
         paths["recipe"] = path
-        print(f"Wrote recipe {path}: run it with python -m ipuexp +recipe={args.write_recipe}")
+        print(wrap(f"Wrote recipe {path}: run it with python -m ipuexp +recipe={args.write_recipe}"))
     if run is not None:
         run.finish(result, top, paths, failure=shortfall)
-        print(f"MLflow run {run.run_id} in experiment {run.experiment_name!r} (see it with mlflow ui)")
+        print(wrap(f"MLflow run {run.run_id} in experiment {run.experiment_name!r} (see it with mlflow ui)"))
     if shortfall:
         print(f"ipuexp.plan: {shortfall}", file=sys.stderr)
         return EXIT_INFEASIBLE
