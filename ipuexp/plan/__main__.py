@@ -125,7 +125,13 @@ def _plan(args: argparse.Namespace, base: Any, settings: Any, run: Any) -> int:
     from ipuexp.plan import ranking
     from ipuexp.plan.output import distinct, print_plan, shortfall_line, write_outputs
     from ipuexp.plan.planner import plan as run_plan
-    from ipuexp.terminal_table import wrap
+    from ipuexp.terminal_table import MIN_WIDTH, terminal_width
+
+    def wrap(text: str) -> str:  # between words; a path stays whole, on a line of its own if need be
+        import textwrap
+
+        return textwrap.fill(text, max(terminal_width(), MIN_WIDTH), subsequent_indent="    ",
+                             break_long_words=False, break_on_hyphens=False)
 
     result = run_plan(base, settings, quiet=args.quiet)
     top = distinct(result.ranked, settings.top_k, result.problem.recipe)
