@@ -8,7 +8,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ContextManager, Iterator, List
+from typing import TYPE_CHECKING, Any, ContextManager, Iterator, List
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -17,6 +17,9 @@ from ipuexp.config.sweep_points import GRID_SWEEPERS
 from ipuexp.files import write_whole
 from ipuexp.result import Objective, Result, Skipped
 from ipuexp.runner.evaluation import evaluate
+
+if TYPE_CHECKING:
+    from ipuexp.tracking.job import JobTracking
 
 log = logging.getLogger("ipuexp")
 
@@ -60,7 +63,7 @@ def run_job(cfg: DictConfig, out_dir: str | Path = ".") -> Result | Skipped:
     print the result's tables.
 
     Returns ``Skipped`` when the configuration already has a FINISHED run in MLflow and need not run again
-    (``ipuexp.tracking.resume.already_completed``)."""
+    (``ipuexp.tracking.job.JobTracking.skip``)."""
     with open_job(cfg, out_dir) as job:
         if isinstance(job, Skipped):
             return job
@@ -99,16 +102,17 @@ def open_job(cfg: DictConfig, out_dir: str | Path = ".", report_prediction: bool
     before it trains; ``result.json`` is rewritten on leaving)."""
     from ipuexp.config.compose import apply_calibration, apply_imported_options
     from ipuexp.config.validate import validate
-    from ipuexp.tracking import already_completed, track_job
+    from ipuexp.tracking import JobTracking, track_job
 
     warnings = apply_imported_options(cfg, _command_line())
     apply_calibration(cfg)
     for warning in warnings + validate(cfg):
         log.warning(warning)
-    if already_completed(cfg):
+    tracking = JobTracking.of(cfg)  # identity, store, sweep and resume, asked once
+    if tracking.skip:
         log.info("skipped: this configuration already has a FINISHED run in MLflow (tracking.skip_completed=true, "
                  "or a re-run of a sweep that lost its Ray cluster)")
-        yield _skipped(cfg) if optimising() else Skipped()
+        yield _skipped(tracking) if optimising() else Skipped()
         return
     exp = OmegaConf.to_object(cfg)
     if exp.data.dataset == "mnist" or exp.data.path is not None:
@@ -141,7 +145,7 @@ def open_job(cfg: DictConfig, out_dir: str | Path = ".", report_prediction: bool
         from ipuexp.runner import warm_worker
 
         warm_worker.drop()  # a worker no charts took
-    with track_job(cfg) as run:
+    with track_job(tracking) as run:
         if failed is not None:
             raise failed
         result = ev.result
@@ -154,11 +158,11 @@ def open_job(cfg: DictConfig, out_dir: str | Path = ".", report_prediction: bool
         if report_prediction:
             _write_result(result, out, cfg, run)
             if not _in_sweep():
-                _report(result, out, run, cfg)
+                _report(result, out, run, tracking.experiment)
         yield OpenJob(exp=exp, result=result, run=run, out=out)
         _write_result(result, out, cfg, run)
     if not _in_sweep() and not report_prediction:
-        _report(result, out, run, cfg)
+        _report(result, out, run, tracking.experiment)
 
 
 def _write_result(result: Result, out: Path, cfg: DictConfig, run: Any) -> None:
@@ -175,13 +179,12 @@ RECORD_LOGGER = "ipuexp-record"
 """Writes to the job's log file only (``conf/config.yaml``: ``hydra.job_logging``): what a single run printed."""
 
 
-def _report(result: Result, out: Path, run: Any, cfg: DictConfig) -> None:
+def _report(result: Result, out: Path, run: Any, experiment: str) -> None:
     """The run's tables, where its files went and its MLflow run, on the terminal and in the job's log file."""
     import logging
 
     from ipuexp.report.console import print_result
     from ipuexp.terminal_table import terminal_console
-    from ipuexp.tracking.store import experiment_name
 
     console = terminal_console(record=True)
     print_result(result, console)
@@ -190,7 +193,7 @@ def _report(result: Result, out: Path, run: Any, cfg: DictConfig) -> None:
     folder = os.path.relpath(out.resolve(), _launch_dir())
     console.print(f"Wrote {', '.join(files)} to {folder}{os.sep}", markup=False, highlight=False)
     if getattr(run, "run_id", None):
-        console.print(f"MLflow run {run.run_id} in experiment {experiment_name(cfg)!r} (see it with mlflow ui)",
+        console.print(f"MLflow run {run.run_id} in experiment {experiment!r} (see it with mlflow ui)",
                       markup=False, highlight=False)
     # the record's header stands on the report's first line: no empty record line opens the log
     logging.getLogger(RECORD_LOGGER).info(console.export_text().rstrip("\n"))
@@ -251,11 +254,9 @@ def _kept(objective: Objective) -> Objective:
     return objective
 
 
-def _skipped(cfg: DictConfig) -> Skipped:
+def _skipped(tracking: JobTracking) -> Skipped:
     """Skipped with the figures of the configuration's FINISHED run, for an optimisation sweeper to read."""
-    from ipuexp.tracking.resume import completed_run
-
-    run = completed_run(cfg)
+    run = tracking.completed_run()
     metrics = run.data.metrics if run is not None else {}
     fits = metrics.get("fits")
     return Skipped(samples_per_s=metrics.get("throughput_samples_per_s"), fits=None if fits is None else fits > 0.5,

@@ -1,9 +1,7 @@
-"""``python -m ipuexp.validate``: the calibration command (``ipuexp.calibration.validate_command``)."""
-from __future__ import annotations
-
-import sys
-
-from ipuexp.calibration.validate_command import main
+"""``python -m ipuexp.validate``: the calibration against published throughput. The command is
+``ipuexp.commands.validate``; this door runs it (``runpy``: the process is still the door's ``__main__``, its
+``sys.argv`` unchanged)."""
+import runpy
 
 if __name__ == "__main__":
-    sys.exit(main())
+    runpy.run_module("ipuexp.commands.validate", run_name="__main__")

@@ -99,7 +99,7 @@ def test_config_errors_are_one_line_exit_2(tmp_path, override, key):
 
 
 def test_preflight_imports_no_heavy_module():
-    code = ("import sys; from ipuexp.__main__ import preflight; preflight(['+recipe=bert_large']); "
+    code = ("import sys; from ipuexp.commands.run import preflight; preflight(['+recipe=bert_large']); "
             "print([m for m in ('torch', 'mlflow', 'ray', 'matplotlib') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -101,7 +101,7 @@ def flush(self):
     raise sqlite3.OperationalError("disk I/O error")
 
 runs.TrackedRun.flush = flush
-from ipuexp.__main__ import main
+from ipuexp.commands.run import main
 main(sys.argv[1:])
 """
 

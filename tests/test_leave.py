@@ -10,7 +10,7 @@ import textwrap
 def _run(body: str, tmp_path) -> subprocess.CompletedProcess:
     code = textwrap.dedent(f"""
         import atexit, sys
-        from ipuexp.__main__ import leave
+        from ipuexp.commands.run import leave
         atexit.register(lambda: open({str(tmp_path / "handler")!r}, "w").write("ran"))
         print("buffered", end="")
         {body}

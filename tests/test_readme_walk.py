@@ -58,7 +58,7 @@ NOT_RUN: Dict[str, str] = {
 }
 SLOW: Dict[str, str] = {
     "python -m ipuexp.plan": "a plan searches thousands of candidates (about 20 s); tests/plan check the planner",
-    "python -m ipuexp.validate": "refits every calibration row (about 12 s); tests/calibration check it",
+    "python -m ipuexp.validate": "refits every calibration row (about 12 s); tests/commands check it",
     "python -m ipuexp -m +recipe=bert_large +sweep=ga_di_io": "48 jobs; the 9-point sweeps of the README run",
     "python -m ipuexp -m +recipe=bert_large +sweep=amp": "24 jobs; the 9-point sweeps of the README run",
     "python -m ipuexp model=hf model.hf.config=bert-base-uncased": "imports Transformers (the hf extra); its "
@@ -67,7 +67,7 @@ SLOW: Dict[str, str] = {
 # Sections walked only with IPUEXP_WALK_ALL=1, and why.
 SLOW_SECTIONS: Dict[str, str] = {
     "A worked example": "the refit of the calibration takes about 50 s, and the section's runs need its file; "
-                        "tests/calibration run the command",
+                        "tests/commands run the command",
 }
 # Commands of a Transformers model need the hf extra, which the README's first install leaves out (it says to
 # install the extra first): on the base install the walk leaves them out.

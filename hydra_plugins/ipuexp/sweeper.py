@@ -3,7 +3,7 @@
 
 Hydra's ``BasicSweeper`` composes every job of a batch before handing it to the launcher, to find a bad override
 early; the launcher then composes each job again. ``python -m ipuexp`` already checks every swept value before
-Hydra starts (``ipuexp.__main__.preflight``), and ipuexp's launcher composes each job while the workers run the
+Hydra starts (``ipuexp.commands.run.preflight``), and ipuexp's launcher composes each job while the workers run the
 ones before it, failing a job whose configuration cannot be composed on its own. Composing the batch twice cost
 about 90 ms per job on the driver before the first job could start (9 s for 100 points on two cores).
 """

@@ -1,14 +1,8 @@
-"""The calibration of the analytic engine, whole: the data shipped with ipuexp (published training throughput of real
+"""The calibration of the analytic engine: the data shipped with ipuexp (published training throughput of real
 IPU systems and, per row, the configuration it was measured with, ``runs/<id>.yaml``), the fitted constants and their
-ranges, the error bands, a user's calibration, the fit and its held-out refits, and the two commands.
-
-Two layers live here (the import-linter contract in ``pyproject.toml`` names the modules): the data and the constants
-every run reads (this module, ``fitted``, ``band``, ``evidence``, ``reach``, ``user``), below ``ipuexp.config``; and
-the fit and the commands over the engine, above it: ``fit`` (the fit and the held-out refits), ``validate_command``,
-``validate_report`` and ``validate_notes`` (``python -m ipuexp.validate``: the command, its per-row outcomes and
-statistics, the calibration blocks and plot it writes), ``calibrate_command``, ``measured_runs``, ``refit`` and
-``calibrate_print`` (``python -m ipuexp.calibrate``: the refit on a user's measured runs; their tables are laid out
-by ``ipuexp.terminal_table``). This module imports nothing of the upper layer.
+ranges, the error bands and their reach, and a user's calibration: what every run reads, below ``ipuexp.config``
+(which applies a calibration). The fit over this table runs the engine, so it is a floor above
+(``ipuexp.fitting``), and so are the two commands (``ipuexp.commands.validate``, ``ipuexp.commands.calibrate``).
 
 These runs are not user recipes: ``python -m ipuexp.validate`` composes them as the ``calibration_run`` config group,
 which only it registers, so ``--help`` lists the user's recipes alone. Sources of every row are in the table's

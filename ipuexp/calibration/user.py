@@ -17,9 +17,12 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
 from ipuexp.calibration.band import Residual
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 ENV = "IPUEXP_CALIBRATION_DIR"
 SHIPPED = "shipped"
@@ -237,7 +240,7 @@ def residuals_for(name: Optional[str]) -> Optional[Tuple[Residual, ...]]:
     return tuple(load(name).residuals)
 
 
-def apply(cfg: Any) -> None:
+def apply(cfg: DictConfig) -> None:
     """Put the constants of ``cfg.calibration`` (a name) into ``cfg.ipu.calibration``, in place; nothing for null."""
     from omegaconf import open_dict
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional
 
+from ipuexp.config.types import ConfigNode
+
 QUICK_KEYS = ("options.", "data.", "training.")
 """Keys whose plain values no step after composing reads (imported ipu_config options and calibrations do)."""
 
 
-def check_points(cfg: Any, first: List[str], points: List[List[str]], compose: Callable[[List[str]], Any]) -> None:
+def check_points(cfg: ConfigNode, first: List[str], points: List[List[str]],
+                 compose: Callable[[List[str]], Any]) -> None:
     """Check each of ``points`` (the first point with one override changed, as ``sweep_points`` makes them) on
     ``cfg``, the first point's composed configuration; ``compose(point)`` composes one (raising ConfigError)."""
     for point in points:
@@ -23,7 +26,7 @@ def check_points(cfg: Any, first: List[str], points: List[List[str]], compose: C
             compose(point)
 
 
-def _quick(cfg: Any, first: List[str], point: List[str]) -> bool:
+def _quick(cfg: ConfigNode, first: List[str], point: List[str]) -> bool:
     """True when the one override in which ``point`` differs from ``first`` applies to ``cfg`` (left as it was)."""
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -54,7 +57,7 @@ def _quick(cfg: Any, first: List[str], point: List[str]) -> bool:
     return ok
 
 
-def _plain(cfg: Any, key: str) -> Optional[tuple]:
+def _plain(cfg: ConfigNode, key: str) -> Optional[tuple]:
     """``(value,)`` of ``key`` in ``cfg`` when it holds a plain value, else None."""
     from omegaconf import Container, OmegaConf
 

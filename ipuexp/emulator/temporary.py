@@ -8,7 +8,7 @@ The bound is an upper bound, not what a product uses: the planner minimises cycl
 and the fastest plan may need far less. When no plan fits, the planner serialises the product, and when even
 that fails it drops the bound and takes the plan needing the least memory (IPU optimisation guide section 5.1).
 
-That planner is modelled once, for cycles and memory alike, in ``emulator.cost.plan_matmul``: every split of
+That planner is modelled once, for cycles and memory alike, in ``emulator.matmul_plan.plan_matmul``: every split of
 M, K and N over the compute tiles (and serial steps), with the bytes each tile receives, its partials and the
 cycles of compute, exchange and partial reduction. The temporary memory here is the chosen plan's, so the time
 and the memory of an operation always describe the same plan. IPU optimisation guide section 5.2: half partials
@@ -63,8 +63,8 @@ def vocabulary_split(shape: Any, a: float, b: float, table_elements: int, pieces
 
 def matmul_temporary(record: Any, ctx: Any, table_elements: int = 0, pieces: int = 1) -> Temporary:
     """Temporary memory of one occurrence of a captured matmul/convolution record on the IPU ``ctx``
-    (an ``plan.hardware.TileContext``), under the plan ``emulator.cost.plan_matmul`` chooses."""
-    from ipuexp.emulator.cost import matmul_operands, plan_matmul
+    (an ``plan.hardware.TileContext``), under the plan ``emulator.matmul_plan.plan_matmul`` chooses."""
+    from ipuexp.emulator.matmul_plan import matmul_operands, plan_matmul
 
     m, k, n = (max(int(x), 1) for x in record.matmul_shape)
     a, b, batch, _products = matmul_operands(record, m, k, n)

@@ -11,27 +11,18 @@ from functools import lru_cache
 from math import ceil
 from typing import Dict, List, Optional, Tuple
 
-from ipuexp.config.schema import option_value
 from ipuexp.emulator.collectives import LinkRates, allreduce_s, sharded_update_collectives_s, streaming_s
 from ipuexp.emulator.host import host_call_s, host_io
 from ipuexp.emulator.cost import Cycles, blocks_cycles, vector_cycles
 from ipuexp.emulator.events import Event, EventRows
 from ipuexp.emulator.pipeline import PipelineResult, PipelineSpec, StageWork, simulate, simulate_rows
 from ipuexp.emulator.stash import stage_stash
-from ipuexp.emulator.variables import OPTIMIZER_STATES, state_bytes
+from ipuexp.emulator.weight_update import weight_update_s
 from ipuexp.graph.types import BlockKey, Graph, Stage
 from ipuexp.execution.execution import ExecutionPlan
 from ipuexp.execution.hardware import TileContext
 from ipuexp.execution.precision import float_elements, tensor_bytes
 from ipuexp.result import ThroughputFigures
-
-# Extra passes over weight and update for the layer-wise trust ratio (LAMB, LARS compute norms of both before
-# scaling the step).
-_NORM_PASSES = {"lamb": 2, "lars": 2}
-# Supersteps of the update of one parameter tensor: one per dependent pass of the optimizer's formula; LAMB and
-# LARS add a cross-tile reduction of each norm and the trust ratio before scaling the step (LAMB, You et al. 2019;
-# LARS, You et al. 2017; each norm is a PopLibs reduce: a partials superstep and a final one).
-OPTIMIZER_SUPERSTEPS = {"sgd": 1, "sgd_momentum": 2, "adam": 3, "adamw": 3, "lamb": 7, "lars": 6}
 
 
 @dataclass
@@ -129,28 +120,6 @@ def _work(keys: Tuple[BlockKey, ...], index: int, ipu: int, ctx: TileContext, tr
     )
 
 
-def _weight_update_s(plan: ExecutionPlan, params: int, tensors: int, ctx: TileContext) -> float:
-    """Optimizer step on one IPU: a memory-bound pass over weights, gradients and states (sharded by RTS),
-    plus streaming of off-chip optimizer state in and out (IPU optimisation guide section 5.4)."""
-    opts, r = plan.options, plan.rates
-    pb = plan.precision
-    name = option_value(plan.optimizer.name)
-    # State bytes per parameter, as the memory model holds them (half: first moment fp16, second fp32).
-    first, second = state_bytes(name, str(plan.optimizer.state_precision)) if name in OPTIMIZER_STATES else (0, 0)
-    rts = opts.tensor_locations.optimizer_state.replicated_tensor_sharding and opts.replication_factor > 1
-    shard = params / opts.replication_factor if rts else float(params)
-    # Read and write the weight (plus the trust-ratio norm passes), read the accumulated gradient, read and write
-    # each state tensor.
-    per_param = (2 + _NORM_PASSES.get(name, 0)) * pb.weight + pb.weight + 2 * (first + second)
-    cycles = vector_cycles(shard * per_param, ctx, supersteps=OPTIMIZER_SUPERSTEPS.get(name, 2) * max(tensors, 1))
-    seconds = cycles.total / r.clock_hz
-    if not opts.tensor_locations.optimizer_state.on_chip:
-        seconds += streaming_s(2.0 * shard * (first + second), r.streaming_memory_bytes_per_s)
-    if not opts.tensor_locations.weights.on_chip:
-        seconds += streaming_s(2.0 * shard * pb.weight, r.streaming_memory_bytes_per_s)
-    return seconds
-
-
 def link_rates(plan: ExecutionPlan) -> LinkRates:
     """The links of a ring of replicas: bandwidth, and the fixed cost of one step inside a rack (the step's
     supersteps, the cross-replica sync and its hops there and back) and across racks (fitted)."""
@@ -221,7 +190,7 @@ def analyse(plan: ExecutionPlan, graph: Graph, record_events: bool = False,
         own = [s for s in stages if s.ipu == i]
         params = sum(s.parameters for s in own)
         tensors = sum(b.parameter_tensors for s in own for b in s.blocks)
-        wu = _weight_update_s(plan, params, tensors, ctxs[i]) if plan.training else 0.0
+        wu = weight_update_s(plan, params, tensors, ctxs[i]) if plan.training else 0.0
         ar = _collective_s(plan, params) if plan.training else 0.0
         ipus.append(IPUStep(i, pipe.busy[i], wu, ar, host_call))
     update = max(x.weight_update + x.all_reduce for x in ipus)

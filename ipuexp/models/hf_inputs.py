@@ -4,7 +4,7 @@ companions Graphcore's examples feed beside it, and the labels of each task."""
 from __future__ import annotations
 
 import inspect
-from typing import Any, List, Tuple
+from typing import TYPE_CHECKING, List, Tuple
 
 import torch
 from torch import nn
@@ -12,6 +12,9 @@ from torch import nn
 from ipuexp.models.blocks import InputSpec
 from ipuexp.models.hf_source import HFSource
 from ipuexp.models.spec import ModelNode
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 
 def input_specs(source: HFSource, model: nn.Module, stack: nn.Module, causal: bool, seq: int,
@@ -45,7 +48,7 @@ def input_specs(source: HFSource, model: nn.Module, stack: nn.Module, causal: bo
     return specs
 
 
-def _num_labels(config: Any) -> int:
+def _num_labels(config: "PretrainedConfig") -> int:
     return int(getattr(config, "num_labels", 0) or 2)
 
 

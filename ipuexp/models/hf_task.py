@@ -12,7 +12,7 @@ model's scaled and tied LM head with its logit bias.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -21,6 +21,9 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from ipuexp.models.blocks import InputSpec
 from ipuexp.models.hf_chain import one_sequence_per_sample
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 
 class _Recording:
@@ -141,7 +144,7 @@ def _shaped(spec: InputSpec, like: torch.Tensor) -> torch.Tensor:
     return torch.full(shape, fill, dtype=getattr(torch, spec.dtype), device=like.device)
 
 
-def ctc_loss(config: Any, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def ctc_loss(config: "PretrainedConfig", logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Transformers' CTC loss for *ForCTC (log-softmax in fp32, blank = the pad token, the configured reduction),
     with every frame and every label position valid: a padded batch of equal lengths, as the IPU runs it."""
     _register_ctc_meta()

@@ -2,7 +2,7 @@
 
 Every number comes from the engines the job uses (``execution.build_plan``, ``emulator.memory``,
 ``emulator.timing``, ``calibration.band``); the planner adds only the order of work and its caches. Graphs are
-captured once per micro-batch size and shared by every candidate; the matmul plans (``emulator.cost``) and the
+captured once per micro-batch size and shared by every candidate; the matmul plans (``emulator.matmul_plan``) and the
 per-block cycles of each tile context (``timing.analyse(block_memo=...)``) are shared across candidates too.
 """
 from __future__ import annotations

@@ -16,7 +16,7 @@ as [0.14, 0.19, 0.19, 0.19], have two decimals)."""
 def refine(evaluator: Evaluator, outcomes: Dict[Candidate, Outcome], stats: SearchStats, top: int) -> None:
     """Raise each IPU's available memory proportion of the ``top`` best fitting candidates, one IPU at a time,
     to the largest value (at ``REFINE_STEP``) that still fits, and keep it when the candidate gets faster. An
-    IPU's proportion bounds only its own temporaries and the speed of its own matmuls (``emulator.cost``), so
+    IPU's proportion bounds only its own temporaries and the speed of its own matmuls (``emulator.matmul_plan``), so
     the IPUs are raised independently, as Graphcore's published per-IPU values are."""
     best = sorted((o for o in outcomes.values() if o.fits), key=lambda o: -o.score)[:top]
     seen = set()

@@ -15,7 +15,7 @@ def _run_as_command() -> bool:
 
 
 if _run_as_command():
-    from ipuexp.poptorch.cli import answer_early
+    from ipuexp.commands.poptorch import answer_early
 
     answer_early(_sys.argv[1:])
 

@@ -200,7 +200,7 @@ class PoplarExecutor:
 
     def _train(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         from ipuexp.poptorch.session import current
-        from ipuexp.training.executor import add_replica
+        from ipuexp.training.gradients import GradientReduction, take_grads
 
         start = time.perf_counter()
         layout = self._layout(args, kwargs)
@@ -215,9 +215,9 @@ class PoplarExecutor:
         outputs: List[List[List[Any]]] = []
         step_losses: List[float] = []
         for per_iteration in micro_batches(args, kwargs, layout):
-            summed: Optional[List[torch.Tensor]] = None
             results = []
             scale = scaler.scale
+            reduction = GradientReduction(ga, replicas, mean, scale)
             for per_replica in per_iteration:
                 replica = []
                 for a, k in per_replica:
@@ -226,24 +226,21 @@ class PoplarExecutor:
                     (loss * scale if scale != 1.0 else loss).backward()
                     replica.append(tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, out))
                     step_losses.append(float(loss.detach()))
-                grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-                for p in params:
-                    p.grad = None
-                summed = add_replica(summed, grads)
+                reduction.add(take_grads(params))
                 results.append(replica)
-            divisor = (ga * replicas if mean else 1) * scale
+            summed, divisor = reduction.sums, reduction.divisor
             if anchored is not None:
-                anchored.gradients(params, summed or [], divisor)
-            finite = scaler.update(summed or [])  # False: a gradient overflowed under automatic loss scaling
+                anchored.gradients(params, summed, divisor)
+            finite = scaler.update(summed)  # False: a gradient overflowed under automatic loss scaling
             if finite and any(p.dtype == torch.float16 for p in params):
                 from ipuexp.poptorch.half_update import HalfUpdate
 
                 self._half = self._half or HalfUpdate(self.options)
-                self._half.step(self.optimizer, params, summed or [], divisor)
+                self._half.step(self.optimizer, params, summed, divisor)
             elif finite:
                 with torch.no_grad():
-                    for p, g in zip(params, summed or []):
-                        p.grad = g.div_(divisor) if divisor != 1.0 else g
+                    for p, g in zip(params, summed):
+                        p.grad = reduction.normalised(g)
                 self.optimizer.step()
             for p in params:
                 p.grad = None

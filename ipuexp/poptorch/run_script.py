@@ -50,7 +50,7 @@ def run(script: str, args: List[str], job: Session) -> Any:
             except PredictionDone:
                 pass
             except DoesNotFit:
-                from ipuexp.__main__ import EXIT_DOES_NOT_FIT
+                from ipuexp.exit_status import EXIT_DOES_NOT_FIT
 
                 print(f"ipuexp.poptorch: {Path(script).name} stopped at its prediction: the model does not fit in "
                       "IPU memory (report.fail_on_oom=true)", file=sys.stderr)

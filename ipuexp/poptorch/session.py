@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any, List, Optional
 
+from ipuexp.config.types import ConfigNode
 from ipuexp.poptorch.errors import DoesNotFit, PredictionDone
 
 log = logging.getLogger("ipuexp.poptorch")
@@ -19,7 +20,7 @@ _current: List["Session"] = []
 class Session:
     """One job of a script."""
 
-    def __init__(self, base_cfg: Any = None, command_line: Optional[List[str]] = None,
+    def __init__(self, base_cfg: Optional[ConfigNode] = None, command_line: Optional[List[str]] = None,
                  out_dir: Optional[Path] = None, predict_only: bool = False, standalone: bool = False) -> None:
         self.base_cfg = base_cfg
         self.command_line = list(command_line or [])
@@ -34,7 +35,7 @@ class Session:
         self.samples = 0
         self.seconds = 0.0
         self.last_loss = float("nan")
-        self.cfg: Any = None
+        self.cfg: Optional[ConfigNode] = None
         self.result: Any = None
         """The job's Result (or Skipped), once predicted."""
         self.graph: Any = None
@@ -112,7 +113,7 @@ class Session:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         return self.out_dir
 
-    def _seed_capture(self, cfg: Any) -> None:
+    def _seed_capture(self, cfg: ConfigNode) -> None:
         from omegaconf import OmegaConf
 
         from ipuexp.runner.captures import capture_key, seed

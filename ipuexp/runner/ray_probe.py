@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Any, Optional, Tuple
+from typing import Optional, Tuple
+
+from ipuexp.config.types import ConfigNode
 
 AUTH_MODES = ("disabled", "token")
 """The values of ``RAY_AUTH_MODE`` Ray knows (case aside)."""
 
 
-def check_ray(cfg: Any) -> None:
+def check_ray(cfg: ConfigNode) -> None:
     """Raise ConfigError for a ``RAY_AUTH_MODE`` Ray does not know or a Ray address that does not answer."""
     from ipuexp.config.errors import ConfigError
 
@@ -34,7 +36,7 @@ def check_ray(cfg: Any) -> None:
                           f"its head, 'ray://host:10001'): {reason} (runner.ray.connect_timeout_s={timeout:g})")
 
 
-def _address(cfg: Any) -> Tuple[str, Optional[str]]:
+def _address(cfg: ConfigNode) -> Tuple[str, Optional[str]]:
     """The key that names the sweep's Ray address, and the address (None: a local Ray)."""
     launcher = cfg.hydra.launcher
     try:

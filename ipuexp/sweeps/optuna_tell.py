@@ -8,7 +8,10 @@ plugin's message.
 from __future__ import annotations
 
 import logging
-from typing import Any, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, List, Sequence, Tuple
+
+if TYPE_CHECKING:
+    from ipuexp.config.types import ConfigNode
 
 log = logging.getLogger("ipuexp.sweeps.optuna_study")
 
@@ -16,7 +19,7 @@ OWN_CONFIGS = "ipuexp.conf"
 """The package whose configs make a Hydra app ipuexp's own (its jobs return run metrics)."""
 
 
-def own_jobs(config: Any) -> bool:
+def own_jobs(config: ConfigNode) -> bool:
     """The sweep's jobs are ipuexp's (composed from ``ipuexp.conf``), not another Hydra app's."""
     sources = config.hydra.runtime.get("config_sources") or []
     return any(str(s.get("path", "")) == OWN_CONFIGS for s in sources)

@@ -7,13 +7,16 @@ import contextlib
 import logging
 import time
 from pathlib import Path
-from typing import Any, Iterator, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Iterator, List, Mapping, Optional, Tuple
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from ipuexp.result import Result
 from ipuexp.tracking import safety
 from ipuexp.tracking.record import JobRecord
+
+if TYPE_CHECKING:
+    from ipuexp.tracking.job import JobTracking
 
 log = logging.getLogger("ipuexp")
 
@@ -71,15 +74,13 @@ class DeferredRun:
 
 
 @contextlib.contextmanager
-def deferred_job(cfg: DictConfig, rec: Any, sweep: Any, name: Optional[str]) -> Iterator[DeferredRun]:
+def deferred_job(job: JobTracking, rec: Any, name: Optional[str]) -> Iterator[DeferredRun]:
     """``track_job`` for a job whose sweep has a recorder: the same statuses (FINISHED, FAILED with the error and
     its traceback, KILLED on Ctrl-C, SIGTERM or SIGHUP), sent to the recorder however the block ends."""
-    from ipuexp.tracking.identity import resolved
     from ipuexp.tracking.run_entries import StoreFailed, error_entries, hydra_overrides
-    from ipuexp.tracking.store import experiment_name, tracking_uri
 
-    data = resolved(cfg)
-    record = JobRecord(uri=tracking_uri(cfg), experiment=experiment_name(cfg), data=data,
+    data, sweep = job.data, job.sweep
+    record = JobRecord(uri=job.uri, experiment=job.experiment, data=data,
                        overrides=list(sweep.job_overrides) if sweep is not None else hydra_overrides(),
                        sweep=sweep, name=name, start_ms=_now_ms(), reply=True)
     run = DeferredRun(record, data["ipu"].get("memory_per_tile_bytes"))
@@ -99,7 +100,7 @@ def deferred_job(cfg: DictConfig, rec: Any, sweep: Any, name: Optional[str]) -> 
             if text is not None:
                 record.texts["error.txt"] = text
         if not any(Path(p).name == "config.yaml" and a is None for p, a in record.files):
-            record.texts["config.yaml"] = OmegaConf.to_yaml(cfg, resolve=True)  # the job did not write its own
+            record.texts["config.yaml"] = OmegaConf.to_yaml(job.cfg, resolve=True)  # the job did not write its own
         rec.send(record)
         if sweep is None:
             run._asked = rec

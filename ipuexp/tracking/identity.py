@@ -63,15 +63,15 @@ def git_commit() -> Optional[str]:
     return get_git_commit(str(Path(__file__).resolve().parents[1]))
 
 
-def job_tags(cfg: Union[DictConfig, Mapping[str, Any]]) -> Dict[str, str]:
-    """Descriptive tags of a job run (besides MLflow's user/source tags)."""
+def job_tags(cfg: Union[DictConfig, Mapping[str, Any]], hashed: Optional[str] = None) -> Dict[str, str]:
+    """Descriptive tags of a job run (besides MLflow's user/source tags); ``hashed``: its config hash, when known."""
     data = resolved(cfg)
     tags = {
         "ipu": str(data["ipu"]["name"]),
         "system": str(data["system"]["name"]),
         "model": f"{data['model']['name']}_{data['model']['size']}",
         "engine_mode": str(data["engine"]["mode"]),
-        "config_hash": config_hash(data),
+        "config_hash": hashed or config_hash(data),
         "ipuexp_version": package_version(),
     }
     if data.get("recipe"):

@@ -13,6 +13,8 @@ from ipuexp.tracking.record import JobRecord, Started
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
+    from ipuexp.config.types import ConfigNode
+
 log = logging.getLogger("ipuexp")
 
 
@@ -164,7 +166,8 @@ def record_job(record: JobRecord, started: Started) -> Tuple[Optional[str], Opti
         run = retry(c.create_run, exp_id, start_time=record.start_ms, run_name=name or None,
                     tags={**dict(_context_tags()), **tags})
         tracked = TrackedRun(c, run.info.run_id, functools.partial(_artifact_repo, record.uri, run.info.artifact_uri),
-                             params=curated.params(record.data, [k for k, _ in varied(overrides, swept)], overrides))
+                             params=curated.params(record.data, [k for k, _ in varied(overrides, swept)], overrides),
+                             in_sweep=sweep is not None)
         tracked._metrics = [Metric(*m) for m in record.metrics]
         tracked._tags = [RunTag(k, v) for k, v in record.tags]
         tracked._files = [(Path(p), a) for p, a in record.files]
@@ -191,7 +194,7 @@ def _killed(record: JobRecord) -> JobRecord:
     return record
 
 
-def _first_record(cfg: Any, uri: str, experiment: str) -> Tuple[JobRecord, ...]:
+def _first_record(cfg: ConfigNode, uri: str, experiment: str) -> Tuple[JobRecord, ...]:
     """What the recorder writes as KILLED if the command dies before its job sends its run (none where the
     configuration does not resolve before Hydra starts): the configuration as composed, the command line's
     overrides. Node by node, without Hydra's own, which resolves only in a running job (and without a copy of the
@@ -211,7 +214,7 @@ def _first_record(cfg: Any, uri: str, experiment: str) -> Tuple[JobRecord, ...]:
                       start_ms=int(time.time() * 1000)),)
 
 
-def record_run(cfg: Any) -> None:
+def record_run(cfg: ConfigNode) -> None:
     """For a single tracked run of ``python -m ipuexp`` (its configuration composed, Hydra not started): start its
     recorder now, so that MLflow is imported and its store opened while the job is composed and evaluated. Not for
     a run that asks the store first (``tracking.skip_completed``) or trains (its metrics are sent as it goes)."""

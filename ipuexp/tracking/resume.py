@@ -13,9 +13,8 @@ from typing import Any, Dict, FrozenSet, Optional, Tuple
 
 from omegaconf import DictConfig, OmegaConf
 
-from ipuexp.tracking.identity import config_hash
-from ipuexp.tracking.store import client, experiment_name, find_experiment, launch_dir, retry, tracking_uri
-from ipuexp.tracking.sweep import (COMMAND_TAG, LOST_TAG, RESUMES_TAG, SweepContext, children, find_parent)
+from ipuexp.tracking.store import client, find_experiment, retry
+from ipuexp.tracking.sweep import COMMAND_TAG, LOST_TAG, RESUMES_TAG, SweepContext, children, find_parent
 
 COMMAND_EXCLUDED = ("runner.", "tracking.skip_completed")
 """Overrides that leave what a sweep computes alone: where it runs (a re-run may join another cluster)."""
@@ -24,54 +23,30 @@ _resumed: Dict[Tuple[str, str], FrozenSet[str]] = {}
 """(tracking URI, sweep key) -> config hashes FINISHED in the lost sweeps it resumes; jobs of one sweep share it."""
 
 
-def completed_run(cfg: DictConfig) -> Optional[Any]:
-    """The latest FINISHED run of this configuration in its experiment, or None (also when tracking is off)."""
-    if not cfg.tracking.enabled:
-        return None
-    uri = tracking_uri(cfg)
+def completed_run(uri: str, experiment: str, config_hash: str) -> Optional[Any]:
+    """The latest FINISHED run of the configuration hashed ``config_hash`` in ``experiment``, or None."""
     c = client(uri)
-    exp_id = find_experiment(c, experiment_name(cfg), uri)
+    exp_id = find_experiment(c, experiment, uri)
     if exp_id is None:
         return None
     runs = retry(c.search_runs, [exp_id], max_results=1, order_by=["attributes.start_time DESC"],
-                 filter_string=f"tags.config_hash = '{config_hash(cfg)}' and attributes.status = 'FINISHED'")
+                 filter_string=f"tags.config_hash = '{config_hash}' and attributes.status = 'FINISHED'")
     return runs[0] if runs else None
 
 
-def already_completed(cfg: DictConfig) -> bool:
-    """True when this configuration need not run: ``tracking.skip_completed`` is set and it has a FINISHED run,
-    or its sweep resumes a lost one in which it finished."""
-    if not cfg.tracking.enabled:
-        return False
-    from ipuexp.tracking.runs import StoreFailed, is_store_error
-
-    try:
-        if cfg.tracking.skip_completed:
-            return completed_run(cfg) is not None
-        return config_hash(cfg) in resumed_points(cfg)
-    except Exception as exc:
-        if not is_store_error(exc):
-            raise
-        raise StoreFailed(tracking_uri(cfg), exc, None) from None
-
-
-def resumed_points(cfg: DictConfig) -> FrozenSet[str]:
-    """Config hashes FINISHED in the lost sweeps the current multirun resumes (empty unless it resumes one)."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+def resumed_points(uri: str, experiment: str, sweep: Optional[SweepContext]) -> FrozenSet[str]:
+    """Config hashes FINISHED in the lost sweeps the multirun ``sweep`` resumes (empty unless it resumes one, and
+    outside a multirun)."""
+    if sweep is None:
         return frozenset()
-    ctx = SweepContext(dir=(launch_dir() / str(HydraConfig.get().sweep.dir)).resolve())
     from ipuexp.tracking import recorder
 
-    rec = recorder.for_sweep(ctx.dir)
+    rec = recorder.for_sweep(sweep.dir)
     if rec is not None:  # what the sweep's recorder has read from the store so far
         return rec.resumed()
-    key = ctx.key
-    uri = tracking_uri(cfg)
+    key = sweep.key
     if (uri, key) not in _resumed:
-        _resumed[(uri, key)] = finished_in_lost(client(uri), experiment_name(cfg), key)
+        _resumed[(uri, key)] = finished_in_lost(client(uri), experiment, key)
     return _resumed[(uri, key)]
 
 

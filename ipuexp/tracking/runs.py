@@ -15,17 +15,20 @@ import logging
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from ipuexp.result import Result
 from ipuexp.tracking import curated, safety
-from ipuexp.tracking.identity import clip_tag, job_tags, resolved
+from ipuexp.tracking.identity import clip_tag, job_tags
 from ipuexp.tracking.run_entries import (StoreFailed, error_entries, hydra_overrides, is_store_error,  # noqa: F401
                                          result_entries)
-from ipuexp.tracking.store import checkpoint, client, experiment_id, experiment_name, retry, tracking_uri
-from ipuexp.tracking.sweep import PARENT_TAG, SweepContext, close_parent, job_parent, run_name, varied
+from ipuexp.tracking.store import checkpoint, client, experiment_id, retry
+from ipuexp.tracking.sweep import PARENT_TAG, close_parent, job_parent, run_name, varied
+
+if TYPE_CHECKING:
+    from ipuexp.tracking.job import JobTracking
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +62,7 @@ class TrackedRun:
 
     def __init__(self, mlflow_client: Any, run_id: str, artifact_repo: Callable[[], Any],
                  params: Optional[Mapping[str, str]] = None, config_yaml: Optional[Callable[[], str]] = None,
-                 tile_memory_bytes: Optional[int] = None):
+                 tile_memory_bytes: Optional[int] = None, in_sweep: bool = False):
         from mlflow.entities import Param
 
         self.client = mlflow_client
@@ -71,6 +74,8 @@ class TrackedRun:
         self._files: List[Tuple[Path, Optional[str]]] = []
         self._config_yaml = config_yaml
         self._tile_memory_bytes = tile_memory_bytes
+        self._in_sweep = in_sweep
+        """A point of a sweep: the store is checkpointed once, as the sweep ends, not as each of its runs does."""
         self._last_flush = time.monotonic()
 
     def log_step_metrics(self, step: int, values: Mapping[str, float]) -> None:
@@ -135,7 +140,8 @@ class TrackedRun:
             self._copy_files(texts)
         finally:
             retry(self.client.set_terminated, self.run_id, status=status, end_time=end_time)
-            checkpoint(str(getattr(self.client, "tracking_uri", "") or ""))
+            if not self._in_sweep:
+                checkpoint(str(getattr(self.client, "tracking_uri", "") or ""))
 
     def _copy_files(self, texts: Mapping[str, str]) -> None:
         repo = self._repo()
@@ -167,36 +173,36 @@ def _artifact_repo(uri: str, artifact_uri: str) -> Any:
 
 
 @contextlib.contextmanager
-def track_job(cfg: DictConfig, sweep: Optional[SweepContext] = None, name: Optional[str] = None) -> Iterator[Any]:
-    """Open the job's MLflow run (a child of the sweep's parent run inside a multirun) for the ``with`` block.
+def track_job(job: JobTracking, name: Optional[str] = None) -> Iterator[Any]:
+    """Open the MLflow run of ``job`` (a child of its sweep's parent run inside a multirun) for the ``with`` block.
 
-    ``sweep`` defaults to the current Hydra multirun, ``name`` to the job's swept overrides. The run ends
-    FINISHED when the block completes, FAILED when it raises, KILLED on Ctrl-C, SIGTERM or SIGHUP.
+    ``name`` defaults to the job's swept overrides. The run ends FINISHED when the block completes, FAILED when it
+    raises, KILLED on Ctrl-C, SIGTERM or SIGHUP.
     """
-    if not cfg.tracking.enabled:
+    if not job.enabled:
         yield NoRun()
         return
     from ipuexp.tracking import recorder
 
-    sweep = sweep or SweepContext.from_hydra()
+    sweep, uri = job.sweep, job.uri
     rec = recorder.for_sweep(sweep.dir if sweep is not None else None)
     if rec is not None:  # the sweep's recorder writes the run (ipuexp.tracking.recorder)
         from ipuexp.tracking.deferred import deferred_job
 
-        with deferred_job(cfg, rec, sweep, name) as run:
+        with deferred_job(job, rec, name) as run:
             yield run
         return
-    uri = tracking_uri(cfg)
     try:
-        c, exp_id, run, sweep, parent_id, closes_parent, data, overrides, swept = _open_run(cfg, uri, sweep, name)
+        c, exp_id, run, parent_id, closes_parent, overrides, swept = _open_run(job, name)
     except Exception as exc:
         if not is_store_error(exc):
             raise
         raise StoreFailed(uri, exc, None) from None
+    data = job.data
     tracked = TrackedRun(c, run.info.run_id, functools.partial(_artifact_repo, uri, run.info.artifact_uri),
                          params=curated.params(data, [k for k, _ in varied(overrides, swept)], overrides),
-                         config_yaml=lambda: OmegaConf.to_yaml(cfg, resolve=True),
-                         tile_memory_bytes=data["ipu"].get("memory_per_tile_bytes"))
+                         config_yaml=lambda: OmegaConf.to_yaml(job.cfg, resolve=True),
+                         tile_memory_bytes=data["ipu"].get("memory_per_tile_bytes"), in_sweep=sweep is not None)
 
     ended = []
 
@@ -229,14 +235,13 @@ def track_job(cfg: DictConfig, sweep: Optional[SweepContext] = None, name: Optio
         raise StoreFailed(uri, store_error, tracked) from None
 
 
-def _open_run(cfg: DictConfig, uri: str, sweep: Optional[SweepContext], name: Optional[str]) -> Tuple[Any, ...]:
+def _open_run(job: JobTracking, name: Optional[str]) -> Tuple[Any, ...]:
     """The store's client, the experiment, the job's new run (under its sweep's parent run, if any) and what the
     run was made from."""
+    uri, sweep = job.uri, job.sweep
     c = client(uri)
-    exp_id = experiment_id(c, experiment_name(cfg), uri)
-    sweep = sweep or SweepContext.from_hydra()
-    data = resolved(cfg)
-    tags = job_tags(data)
+    exp_id = experiment_id(c, job.experiment, uri)
+    tags = job_tags(job.data, job.config_hash)
     overrides = sweep.job_overrides if sweep else hydra_overrides()
     tags["overrides"] = clip_tag(" ".join(overrides))
     parent_id, closes_parent = None, False
@@ -244,8 +249,8 @@ def _open_run(cfg: DictConfig, uri: str, sweep: Optional[SweepContext], name: Op
         parent_id, closes_parent = job_parent(c, uri, exp_id, sweep, {k: tags[k] for k in PARENT_TAGS if k in tags})
         tags[PARENT_TAG] = parent_id
     swept = sweep.swept_keys if sweep else None
-    name = name or run_name(overrides, swept, fallback=str(cfg.recipe or ""))
+    name = name or run_name(overrides, swept, fallback=str(job.data.get("recipe") or ""))
     run = retry(c.create_run, exp_id, run_name=name or None, tags={**dict(_context_tags()), **tags})
-    return c, exp_id, run, sweep, parent_id, closes_parent, data, overrides, swept
+    return c, exp_id, run, parent_id, closes_parent, overrides, swept
 
 

@@ -20,6 +20,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from ipuexp.execution.schedule import BWD, Event, events
+from ipuexp.training.gradients import GradientReduction, take_grads
 from ipuexp.training.optim import build_optimizer, round_state_to_half
 from ipuexp.training.plan import TrainingPlan
 from ipuexp.training.precision import LossScaler, to_half
@@ -59,16 +60,6 @@ class HostOutput:
             return 0, 0
         pred = self.logits.argmax(dim=-1)
         return int((pred == self.labels.to(pred.device)).sum()), int(self.labels.numel())
-
-
-def add_replica(summed: Optional[List[torch.Tensor]], grads: List[torch.Tensor]) -> List[torch.Tensor]:
-    """One replica's gradients added into the sum over the replicas so far (the all-reduce of a data-parallel
-    weight update, done in place); the first replica's are the sum."""
-    if summed is None:
-        return grads
-    for a, b in zip(summed, grads):
-        a.add_(b)
-    return summed
 
 
 def _float(t: Any) -> bool:
@@ -206,14 +197,15 @@ class Executor:
         iters, replicas = batch[0].shape[0], batch[0].shape[1]
         results = []
         updates = 0
+        ga, all_replicas, mean = self.plan.layout.gradient_accumulation, self.plan.layout.replicas, self.plan.reduction
         for d in range(iters):
             per_replica = []
-            summed: Optional[List[torch.Tensor]] = None
+            reduction = GradientReduction(ga, all_replicas, mean == "mean", self.scaler.scale)
             for r in range(replicas):
                 per_replica.append(self._run_pipeline(self._micro_batches(batch, d, r), self.train_order, True))
-                summed = add_replica(summed, self._take_grads())
+                reduction.add(self._take_grads())
             results.append(per_replica)
-            updates += self._update(summed or [])
+            updates += self._update(reduction)
         self.updates += updates
         return self._host_output(results, batch[self.labels_index], updates)
 
@@ -238,26 +230,20 @@ class Executor:
             grads = self._acc or [torch.zeros_like(p, dtype=torch.float32) for p in self.params]
             self._acc = None
             return grads
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
-        for p in self.params:
-            p.grad = None
-        return grads
+        return take_grads(self.params)
 
-    def _update(self, summed: List[torch.Tensor]) -> int:
+    def _update(self, reduction: GradientReduction) -> int:
         """Reduce over instances, normalise, update; returns 1, or 0 for an update skipped on overflow."""
+        summed = reduction.sums
         if self.allreduce is not None:
             self.allreduce(summed)
-        layout = self.plan.layout
-        count = layout.gradient_accumulation * layout.replicas if self.plan.reduction == "mean" else 1
-        scale = self.scaler.scale
         finite = self.scaler.update(summed)
-        divisor = count * scale
         prec = self.plan.precision
         with torch.no_grad():
             if not finite:
                 return 0
             for master, g in zip(self.master, summed):
-                master.grad = g.float().div_(divisor) if divisor != 1.0 else g.float()
+                master.grad = reduction.normalised(g.float())
             self.optimizer.step()
             if self.state_half:
                 round_state_to_half(self.optimizer)

@@ -60,7 +60,7 @@ def test_shipped_residuals_carry_every_axis():
 def test_a_run_far_from_every_row_says_so(tmp_path, monkeypatch, capsys):
     """16 IPUs per replica at micro-batch 64: the console, result.json and the MLflow run carry the wider band
     and the note."""
-    from ipuexp.__main__ import main as cli
+    from ipuexp.commands.run import main as cli
 
     monkeypatch.chdir(tmp_path)
     base = ["+recipe=bert_large", "tracking.enabled=false", "report.charts=never"]

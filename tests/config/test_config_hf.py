@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from ipuexp.__main__ import preflight  # noqa: E402
+from ipuexp.commands.run import preflight  # noqa: E402
 from ipuexp.config.compose import load_experiment  # noqa: E402
 from ipuexp.config.errors import ConfigError  # noqa: E402
 

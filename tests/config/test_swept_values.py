@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from ipuexp.__main__ import preflight
+from ipuexp.commands.run import preflight
 from ipuexp.config.errors import ConfigError
 from ipuexp.config.swept_values import check_points
 

@@ -8,7 +8,7 @@ import pytest
 
 from ipuexp.config.schema import PartialsType, RecomputationMode
 from ipuexp.emulator import code_size
-from ipuexp.emulator.cost import plan_matmul
+from ipuexp.emulator.matmul_plan import plan_matmul
 from ipuexp.emulator.memory import estimate_memory, liveness_series, plan_ipus
 from ipuexp.emulator.temporary import matmul_temporary, vocabulary_split
 from ipuexp.emulator.tiles import tile_load

@@ -191,7 +191,7 @@ def test_sweeper_defaults() -> None:
     from hydra.core.plugins import Plugins
     from hydra.plugins.sweeper import Sweeper
 
-    from ipuexp.__main__ import preflight
+    from ipuexp.commands.run import preflight
     from ipuexp.sweeps.optuna_space import directions, objectives_of
     from ipuexp.sweeps.optuna_tell import own_jobs
 

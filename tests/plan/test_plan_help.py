@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from ipuexp.plan.__main__ import parse
+from ipuexp.commands.plan import parse
 from ipuexp.plan.settings import PlanConfig
 
 

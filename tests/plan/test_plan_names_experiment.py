@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from ipuexp.plan.__main__ import main
+from ipuexp.commands.plan import main
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ import json
 import pytest
 from mlflow import MlflowClient
 
-from ipuexp.plan.__main__ import EXIT_CONFIG_ERROR, EXIT_INFEASIBLE, main
+from ipuexp.commands.plan import EXIT_CONFIG_ERROR, EXIT_INFEASIBLE, main
 
 
 def _runs(uri: str, experiment: str):

@@ -35,7 +35,7 @@ def log_sweep(db_uri: str, tmp_path: Path) -> Callable[..., None]:
 
     Each point is ``(ga, io_tiles, samples_per_s, [bytes per IPU], fits)``.
     """
-    from ipuexp.tracking import SweepContext, track_job
+    from ipuexp.tracking import JobTracking, SweepContext, track_job
 
     def log(name: str, points, experiment: str = "bert_large") -> None:
         sweep_dir = tmp_path / name
@@ -44,7 +44,7 @@ def log_sweep(db_uri: str, tmp_path: Path) -> Callable[..., None]:
         for ga, tiles, tput, ipu_bytes, fits in points:
             overrides = [f"{keys[0]}={ga}", f"{keys[1]}={tiles}"]
             cfg = compose_config([f"tracking.uri={db_uri}", f"tracking.experiment={experiment}", *overrides])
-            with track_job(cfg, sweep=SweepContext(dir=sweep_dir, job_overrides=overrides, swept_keys=keys)) as run:
+            with track_job(JobTracking.of(cfg, sweep=SweepContext(dir=sweep_dir, job_overrides=overrides, swept_keys=keys))) as run:
                 run.log_result(result(tput, ipu_bytes, fits))
 
     return log

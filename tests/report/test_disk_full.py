@@ -35,7 +35,7 @@ def savefig(self, fname, *args, **kwargs):
 
 Path.write_bytes = write_bytes
 matplotlib.figure.Figure.savefig = savefig
-from ipuexp.__main__ import main
+from ipuexp.commands.run import main
 main(sys.argv[1:])
 """
 

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from ipuexp.report.__main__ import main
+from ipuexp.commands.report import main
 from ipuexp.report.predicted_vs_measured import (calibration_warning, host_points, in_band, measured_points, plot_measured,
                                     print_measured, summary, under_calibration)
-from ipuexp.report.sweep import Point, ReportError, Sweep, load
+from ipuexp.report.sweep import Point, ReportError, Sweep
+from ipuexp.report.sweep_load import load
 
 LONG = "gradient_accumulation={},num_io_tiles=32,available_memory_proportion=0.2"
 # name, predicted samples/s, band (+-%), measured samples/s (None: not measured)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ipuexp.report.__main__ import main
+from ipuexp.commands.report import main
 from ipuexp.tracking.store import quoted
 
 

@@ -4,8 +4,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from ipuexp.report.__main__ import main
-from ipuexp.report.sweep import Point, ReportError, Sweep, load, pareto_front, print_table, swept_options
+from ipuexp.commands.report import main
+from ipuexp.report.sweep import Point, ReportError, Sweep, pareto_front, print_table, swept_options
+from ipuexp.report.sweep_load import load
 
 # (gradient accumulation, IO tiles, samples/s, bytes on each of 2 IPUs, fits)
 SWEEP = [
@@ -150,12 +151,12 @@ def test_cli_writes_csv_and_charts(log_sweep, db_uri, tmp_path: Path, capsys):
 
 def test_a_single_runs_own_setting_is_no_swept_key(log_sweep, make_result, db_uri, tmp_path: Path, capsys):
     from ipuexp.config.compose import compose_config
-    from ipuexp.tracking import track_job
+    from ipuexp.tracking import JobTracking, track_job
     from ipuexp.tracking.store import client
 
     log_sweep("s1", SWEEP)
     cfg = compose_config([f"tracking.uri={db_uri}", "tracking.experiment=bert_large"])
-    with track_job(cfg) as run:  # a run of its own, outside any sweep
+    with track_job(JobTracking.of(cfg)) as run:  # a run of its own, outside any sweep
         run.log_result(make_result(800.0, [600_000_000, 600_000_000], True))
     client(db_uri).log_param(run.run_id, "model.hf.ipu_config", "/data/optimum/ipu_config.json")  # its override
     out = tmp_path / "report"

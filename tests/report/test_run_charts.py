@@ -11,7 +11,7 @@ CHARTS = ["liveness.png", "memory.png", "pipeline.png", "trace.json.gz"]
 
 DRIVER = """
 import atexit, os, sys
-import ipuexp.__main__ as cli
+import ipuexp.commands.run as cli
 from ipuexp.report import run_charts
 
 command = os.getpid()

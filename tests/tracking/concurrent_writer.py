@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from tracking_fixtures import sample_result  # noqa: E402
 
 from ipuexp.config.compose import compose_config as compose  # noqa: E402
-from ipuexp.tracking import SweepContext, store, track_job  # noqa: E402
+from ipuexp.tracking import JobTracking, SweepContext, store, track_job  # noqa: E402
 
 
 def main() -> None:
@@ -24,7 +24,7 @@ def main() -> None:
         ga = cfg.options.gradient_accumulation
         sweep = SweepContext(dir=Path(sweep_dir), job_overrides=[f"options.gradient_accumulation={ga}"],
                              swept_keys=["options.gradient_accumulation"])
-        with track_job(cfg, sweep=sweep) as run:
+        with track_job(JobTracking.of(cfg, sweep=sweep)) as run:
             for step in range(1, steps + 1):
                 run.log_step_metrics(step, {"loss": 1.0 / step, "accuracy": step / steps})
                 run.flush()  # one transaction per step: as much contention as possible

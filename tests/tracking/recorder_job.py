@@ -18,7 +18,7 @@ def main(uri: str, sweep_dir: str, mode: str) -> None:
     from omegaconf import open_dict
 
     from ipuexp.config.compose import compose_config
-    from ipuexp.tracking import recorder, recorder_loop, track_job
+    from ipuexp.tracking import JobTracking, recorder, recorder_loop, track_job
     from ipuexp.tracking.hydra_callback import SweepTracking
     from ipuexp.tracking.sweep import SweepContext
 
@@ -42,7 +42,7 @@ def main(uri: str, sweep_dir: str, mode: str) -> None:
         folder = Path(sweep_dir) / str(i)
         folder.mkdir(parents=True, exist_ok=True)
         try:
-            with track_job(compose_config(base + job), sweep=ctx) as run:
+            with track_job(JobTracking.of(compose_config(base + job), sweep=ctx)) as run:
                 if outcome == "error":
                     raise ValueError("boom")
                 if outcome == "interrupt":

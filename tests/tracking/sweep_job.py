@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from tracking_fixtures import sample_result  # noqa: E402
 
 from ipuexp.config.store import CONF_DIR, register  # noqa: E402
-from ipuexp.tracking import track_job  # noqa: E402
+from ipuexp.tracking import JobTracking, track_job  # noqa: E402
 
 register()
 
@@ -20,7 +20,7 @@ register()
 @hydra.main(version_base=None, config_path=str(CONF_DIR), config_name="config")
 def main(cfg):
     ga, tiles = cfg.options.gradient_accumulation, cfg.options.io.num_io_tiles
-    with track_job(cfg) as run:
+    with track_job(JobTracking.of(cfg)) as run:
         run.log_result(sample_result(throughput=100.0 * ga, ipu_bytes=400_000_000 + 1_000_000 * tiles))
 
 

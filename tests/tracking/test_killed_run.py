@@ -100,7 +100,7 @@ def slow(record, started):
 
 
 recorder_loop.record_job = slow
-from ipuexp.__main__ import main
+from ipuexp.commands.run import main
 main(sys.argv[1:])
 """
 

@@ -85,13 +85,14 @@ class _FailingRecorder:
 def test_a_single_run_whose_store_failed_in_its_recorder_is_one_line_naming_the_result_kept(make_cfg, tmp_path):
     import pytest
 
+    from ipuexp.tracking import JobTracking
     from ipuexp.tracking.deferred import deferred_job
     from ipuexp.tracking.runs import StoreFailed
 
     kept = tmp_path / "result.json"
     kept.write_text("{}")
     recorder = _FailingRecorder()
-    with deferred_job(make_cfg(), recorder, None, None) as run:
+    with deferred_job(JobTracking.of(make_cfg()), recorder, None) as run:
         run.log_artifact(str(kept))
     with pytest.raises(StoreFailed) as failed:  # said when the run's id is asked for, after the run's tables
         run.run_id
@@ -100,14 +101,14 @@ def test_a_single_run_whose_store_failed_in_its_recorder_is_one_line_naming_the_
     (record,) = recorder.sent
     assert record.reply and record.status == "FINISHED" and record.files == [(str(kept), None)]
     with pytest.raises(ValueError, match="boom"):  # the job's own error wins over the store's
-        with deferred_job(make_cfg(), recorder, None, None):
+        with deferred_job(JobTracking.of(make_cfg()), recorder, None):
             raise ValueError("boom")
     assert recorder.sent[-1].status == "FAILED" and "error.txt" in recorder.sent[-1].texts
 
 
 DRIVER = """
 import atexit, sys
-import ipuexp.__main__ as cli
+import ipuexp.commands.run as cli
 atexit.register(lambda: print("driver imported mlflow:", "mlflow" in sys.modules))
 sys.argv = ["ipuexp"]
 cli.main(sys.argv[1:] + {args!r})

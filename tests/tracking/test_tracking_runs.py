@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from ipuexp.tracking import SweepContext, curated, track_job
+from ipuexp.tracking import JobTracking, SweepContext, curated, track_job
 from ipuexp.tracking.identity import resolved
 
 
@@ -29,7 +29,7 @@ def test_finished_run_holds_the_curated_params_and_metrics_tags_and_artifacts(ma
     result.artifacts["gantt"] = str(tmp_path / "pipeline.png")
     (tmp_path / "step-10.pt").write_bytes(b"weights")
     result.artifacts["checkpoint"] = str(tmp_path / "step-10.pt")  # stays in the job folder
-    with track_job(cfg) as run:
+    with track_job(JobTracking.of(cfg)) as run:
         run.log_result(result)
     c, (r,) = runs(db_uri)
     assert r.info.status == "FINISHED"
@@ -66,7 +66,7 @@ def test_a_job_in_a_driven_sweep_writes_three_times_and_looks_nothing_up(make_cf
     for ga in (1, 2):
         sweep.job_overrides = [f"options.gradient_accumulation={ga}"]
         calls.clear()
-        with track_job(make_cfg(f"options.gradient_accumulation={ga}"), sweep=sweep) as run:
+        with track_job(JobTracking.of(make_cfg(f"options.gradient_accumulation={ga}"), sweep=sweep)) as run:
             run.log_result(make_result())
     # the second job of a worker: the store, experiment and parent are known; one batch holds params and metrics
     assert calls == ["create_run", "log_batch", "set_terminated"]
@@ -79,7 +79,7 @@ def test_a_job_in_a_driven_sweep_writes_three_times_and_looks_nothing_up(make_cf
 
 
 def test_out_of_memory_configuration_is_a_finished_run_tagged_fits_false(make_cfg, make_result, db_uri):
-    with track_job(make_cfg()) as run:
+    with track_job(JobTracking.of(make_cfg())) as run:
         run.log_result(make_result(fits=False))
     _, (r,) = runs(db_uri)
     assert r.info.status == "FINISHED"
@@ -90,7 +90,7 @@ def test_out_of_memory_configuration_is_a_finished_run_tagged_fits_false(make_cf
 
 def test_exception_marks_the_run_failed_with_the_error(make_cfg, db_uri):
     with pytest.raises(ValueError):
-        with track_job(make_cfg()):
+        with track_job(JobTracking.of(make_cfg())):
             raise ValueError("layers_per_ipu sums to 20, model has 24 layers")
     c, (r,) = runs(db_uri)
     assert r.info.status == "FAILED"
@@ -100,14 +100,14 @@ def test_exception_marks_the_run_failed_with_the_error(make_cfg, db_uri):
 
 def test_ctrl_c_marks_the_run_killed(make_cfg, db_uri):
     with pytest.raises(KeyboardInterrupt):
-        with track_job(make_cfg()):
+        with track_job(JobTracking.of(make_cfg())):
             raise KeyboardInterrupt
     _, (r,) = runs(db_uri)
     assert r.info.status == "KILLED"
 
 
 def test_step_metrics_keep_their_history(make_cfg, db_uri):
-    with track_job(make_cfg()) as run:
+    with track_job(JobTracking.of(make_cfg())) as run:
         for step in range(1, 1201):  # more than one batch of 1000
             run.log_step_metrics(step, {"loss": 1.0 / step, "accuracy": step / 1200})
     c, (r,) = runs(db_uri)
@@ -118,7 +118,7 @@ def test_step_metrics_keep_their_history(make_cfg, db_uri):
 
 
 def test_disabled_tracking_writes_nothing(make_cfg, result, db_uri):
-    with track_job(make_cfg("tracking.enabled=false")) as run:
+    with track_job(JobTracking.of(make_cfg("tracking.enabled=false"))) as run:
         run.log_result(result)
         run.log_step_metrics(1, {"loss": 1.0})
     _, found = runs(db_uri)
@@ -129,15 +129,15 @@ _CHILD = textwrap.dedent("""
     import os, sys, time
     sys.path.insert(0, {tests!r})
     from ipuexp.config.compose import compose_config as compose
-    from ipuexp.tracking import track_job
+    from ipuexp.tracking import JobTracking, track_job
     cfg = compose(["tracking.uri={uri}", "tracking.experiment=test"])
     mode = sys.argv[1]
     if mode == "signal":
-        with track_job(cfg):
+        with track_job(JobTracking.of(cfg)):
             print("open", flush=True)
             time.sleep(60)
     else:  # the block never ends: only the atexit net can close the run
-        cm = track_job(cfg)
+        cm = track_job(JobTracking.of(cfg))
         cm.__enter__()
         print("open", flush=True)
 """)
@@ -161,9 +161,9 @@ def test_an_extrapolated_prediction_is_tagged_with_its_axes(make_cfg, make_resul
     result = make_result()
     result.throughput.extrapolated = "16 IPUs per replica (rows: 1-8)"
     result.throughput.error_band_pct = 40.0
-    with track_job(make_cfg()) as run:
+    with track_job(JobTracking.of(make_cfg())) as run:
         run.log_result(result)
-    with track_job(make_cfg("options.gradient_accumulation=32")) as run:
+    with track_job(JobTracking.of(make_cfg("options.gradient_accumulation=32"))) as run:
         run.log_result(make_result())
     _, found = runs(db_uri)
     tags = sorted(r.data.tags["extrapolated"] for r in found)

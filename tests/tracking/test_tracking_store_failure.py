@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from ipuexp.tracking import track_job
+from ipuexp.tracking import JobTracking, track_job
 from ipuexp.tracking.runs import StoreFailed, TrackedRun
 
 
@@ -22,7 +22,7 @@ def test_a_store_failing_at_the_end_is_one_line_naming_the_result_kept(make_cfg,
     result.artifacts["result"] = str(path)
     monkeypatch.setattr(TrackedRun, "flush", _broken_flush)
     with pytest.raises(StoreFailed) as err:
-        with track_job(make_cfg()) as run:
+        with track_job(JobTracking.of(make_cfg())) as run:
             run.log_result(result)
     text = str(err.value)
     assert "\n" not in text and text.startswith("tracking.uri=")
@@ -33,7 +33,7 @@ def test_a_store_failing_at_the_end_is_one_line_naming_the_result_kept(make_cfg,
 def test_the_jobs_own_error_wins_over_the_stores(make_cfg, db_uri, monkeypatch, caplog):
     monkeypatch.setattr(TrackedRun, "flush", _broken_flush)
     with pytest.raises(ValueError, match="the job's own"):
-        with track_job(make_cfg()):
+        with track_job(JobTracking.of(make_cfg())):
             raise ValueError("the job's own error")
     assert any("the tracking store failed" in r.getMessage() for r in caplog.records)
 
@@ -46,7 +46,7 @@ def test_a_store_failing_as_the_run_starts_is_one_line(make_cfg, db_uri, monkeyp
 
     monkeypatch.setattr(runs, "client", unreachable)
     with pytest.raises(StoreFailed) as err:
-        with track_job(make_cfg()):
+        with track_job(JobTracking.of(make_cfg())):
             raise AssertionError("the job must not start without its run")
     assert "failed as the run started (unable to open database file); nothing was computed yet" in str(err.value)
 
@@ -59,7 +59,7 @@ def test_an_error_that_is_not_the_stores_is_not_called_one(make_cfg, db_uri, mon
 
     monkeypatch.setattr(runs, "client", broken)
     with pytest.raises(KeyError):
-        with track_job(make_cfg()):
+        with track_job(JobTracking.of(make_cfg())):
             pass
 
 
@@ -71,4 +71,4 @@ def test_a_store_failing_when_asked_what_finished_is_one_line(make_cfg, db_uri, 
 
     monkeypatch.setattr(resume, "client", unreachable)
     with pytest.raises(StoreFailed, match="failed as the run started"):
-        resume.already_completed(make_cfg("tracking.skip_completed=true"))
+        JobTracking.of(make_cfg("tracking.skip_completed=true")).skip

@@ -8,7 +8,7 @@ from typing import Sequence
 import pytest
 from mlflow import MlflowClient
 
-from ipuexp.tracking import SweepContext, track_job
+from ipuexp.tracking import JobTracking, SweepContext, track_job
 from ipuexp.tracking.sweep import close_parent, open_parent, run_name, swept_keys
 
 JOB = Path(__file__).with_name("sweep_job.py")
@@ -180,11 +180,11 @@ def test_parent_is_running_while_a_child_runs_and_failed_if_one_failed(make_cfg,
     sweep = SweepContext(dir=tmp_path / "sweep", job_overrides=["options.gradient_accumulation=1"],
                          swept_keys=["options.gradient_accumulation"])
     (tmp_path / "sweep").mkdir()
-    with track_job(make_cfg(), sweep=sweep) as first:
+    with track_job(JobTracking.of(make_cfg(), sweep=sweep)) as first:
         parent_id = c.get_run(first.run_id).data.tags["mlflow.parentRunId"]
         assert c.get_run(parent_id).info.status == "RUNNING"
         with pytest.raises(RuntimeError):
-            with track_job(make_cfg("options.gradient_accumulation=2"), sweep=sweep) as second:
+            with track_job(JobTracking.of(make_cfg("options.gradient_accumulation=2"), sweep=sweep)) as second:
                 assert c.get_run(second.run_id).data.tags["mlflow.parentRunId"] == parent_id
                 raise RuntimeError("boom")
         assert c.get_run(parent_id).info.status == "RUNNING"  # the first job is still going
@@ -228,7 +228,7 @@ def test_a_sweep_that_lost_its_cluster_is_failed_and_the_same_command_resumes_it
 
     from ipuexp.runner.loss import ClusterLoss
     from ipuexp.tracking.hydra_callback import SweepTracking
-    from ipuexp.tracking.resume import already_completed, command_key
+    from ipuexp.tracking.resume import command_key
     from ipuexp.tracking.sweep import LOST_TAG, RESUMES_TAG, find_parent
 
     swept = "options.gradient_accumulation=1,2,4"
@@ -238,7 +238,7 @@ def test_a_sweep_that_lost_its_cluster_is_failed_and_the_same_command_resumes_it
     exp = c.get_experiment_by_name("test").experiment_id
     s1 = SweepContext(dir=(tmp_path / "s1").resolve(), swept_keys=["options.gradient_accumulation"])
     for ga in (1, 2):
-        with track_job(make_cfg(f"options.gradient_accumulation={ga}"), sweep=s1) as run:
+        with track_job(JobTracking.of(make_cfg(f"options.gradient_accumulation={ga}"), sweep=s1)) as run:
             run.log_result(make_result())
     parent = find_parent(c, [exp], s1.key).info.run_id
     cut = c.create_run(exp, tags={"mlflow.parentRunId": parent}).info.run_id  # its worker died with the node
@@ -263,9 +263,9 @@ def test_a_sweep_that_lost_its_cluster_is_failed_and_the_same_command_resumes_it
     resumed = find_parent(c, [exp], SweepContext(dir=(tmp_path / "s2").resolve()).key)
     assert resumed.data.tags[RESUMES_TAG] == parent
     HydraConfig.instance().set_config(second)  # as in a job of the second sweep
-    assert already_completed(make_cfg("options.gradient_accumulation=1"))
-    assert already_completed(make_cfg("options.gradient_accumulation=2"))
-    assert not already_completed(make_cfg("options.gradient_accumulation=4"))  # it was cut short
+    assert JobTracking.of(make_cfg("options.gradient_accumulation=1")).skip
+    assert JobTracking.of(make_cfg("options.gradient_accumulation=2")).skip
+    assert not JobTracking.of(make_cfg("options.gradient_accumulation=4")).skip  # it was cut short
     SweepTracking().on_multirun_end(second)
     assert c.get_run(resumed.info.run_id).info.status == "FINISHED"
 
@@ -283,13 +283,12 @@ def test_a_lost_sweep_re_run_in_its_own_folder_resumes_itself(make_cfg, make_res
 
     from ipuexp.runner.loss import ClusterLoss
     from ipuexp.tracking.hydra_callback import SweepTracking
-    from ipuexp.tracking.resume import already_completed
     from ipuexp.tracking.sweep import LOST_TAG, RESUMES_TAG, find_parent
 
     config = _multirun_config(db_uri, tmp_path / "s", "options.gradient_accumulation=1,2")
     SweepTracking().on_multirun_start(config)
     sweep = SweepContext(dir=(tmp_path / "s").resolve())
-    with track_job(make_cfg("options.gradient_accumulation=1"), sweep=sweep) as run:
+    with track_job(JobTracking.of(make_cfg("options.gradient_accumulation=1"), sweep=sweep)) as run:
         run.log_result(make_result())
     SweepTracking().on_multirun_end(config, cluster_lost=ClusterLoss("the sweep's local Ray", "x", 2, 1))
     c = MlflowClient(db_uri)
@@ -299,5 +298,5 @@ def test_a_lost_sweep_re_run_in_its_own_folder_resumes_itself(make_cfg, make_res
     assert parent.info.status == "RUNNING" and parent.data.tags[RESUMES_TAG] == parent.info.run_id
     assert LOST_TAG not in parent.data.tags and "error" not in parent.data.tags
     HydraConfig.instance().set_config(config)
-    assert already_completed(make_cfg("options.gradient_accumulation=1"))
-    assert not already_completed(make_cfg("options.gradient_accumulation=2"))
+    assert JobTracking.of(make_cfg("options.gradient_accumulation=1")).skip
+    assert not JobTracking.of(make_cfg("options.gradient_accumulation=2")).skip

@@ -24,7 +24,7 @@ from typing import Dict, Iterator, List
 import pytest
 
 from ipuexp.config.compose import compose_config as compose
-from ipuexp.tracking import SweepContext, curated, track_job
+from ipuexp.tracking import JobTracking, SweepContext, curated, track_job
 
 # The README's picture; refreshed only when asked (IPUEXP_UPDATE_SCREENSHOT=1) so test runs leave the tree clean.
 DOCS_SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "img" / "mlflow-compare.png"
@@ -104,7 +104,7 @@ def _log_sweep(url: str, sweep_dir: Path, caplog) -> tuple[str, List[str], List[
             cfg = compose([*common, *overrides])
             ctx = SweepContext(dir=sweep_dir, job_overrides=["+recipe=bert_large", *overrides], swept_keys=keys,
                                sweep_overrides=sweep_overrides)
-            with track_job(cfg, sweep=ctx) as run:
+            with track_job(JobTracking.of(cfg, sweep=ctx)) as run:
                 run.log_result(evaluate(OmegaConf.to_object(cfg), cache_dir=str(sweep_dir / "captures")).result)
                 run_ids.append(run.run_id)
     with caplog.at_level("INFO", logger="ipuexp"):

@@ -1,6 +1,6 @@
 """What ``python -m ipuexp.validate`` writes besides its table: the ``calibration:`` block of each
 ``conf/ipu/<gen>.yaml`` (every constant with its value and its fitting or source note) and the predicted-vs-published
-plot of ``docs/emulator.md``. ``report`` is the command's ``ipuexp.calibration.validate_report.Report``.
+plot of ``docs/emulator.md``. ``report`` is the command's ``ipuexp.fitting.validate_report.Report``.
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from ipuexp.files import savefig_whole, write_whole
 
 _FIT_NOTES = {
     "amp_efficiency": "share of the AMP's streaming rate reached inside matmul/convolution vertices, beyond the "
-                      "fixed cycles of each AMP pass (emulator/cost.py, from PopLibs' ConvPartial1x1Out estimate)",
-    "vector_efficiency": "share of PopLibs' per-tile vector rate (emulator/cost.py VECTOR_BYTES_PER_CYCLE, from "
+                      "fixed cycles of each AMP pass (emulator/matmul_plan.py, from PopLibs' ConvPartial1x1Out estimate)",
+    "vector_efficiency": "share of PopLibs' per-tile vector rate (emulator/vector_rate.py VECTOR_BYTES_PER_CYCLE, from "
                          "PerformanceEstimation.cpp) reached by the non-matmul vertices of every class",
     "compute_set_cycles": "cycles of one compute set on top of ipu.sync_cycles (supervisor start, worker "
                           "dispatch, vertex tail); also sets the fixed cost of a collective's ring step inside a "
@@ -60,7 +60,7 @@ def calibration_block(report: Any, generation: str, priors: Dict[str, Any], rows
         "  # `python -m ipuexp.validate --fit`: scipy.optimize.least_squares (soft-L1 robust loss) on",
         "  # log(predicted / published) over the rows of the calibration table",
         "  # (ipuexp/calibration/published-throughput.csv), log-parameterised within physical bounds",
-        "  # (ipuexp/calibration/fitted.py FITTED), with a weak prior (its PRIORS; ipuexp/calibration/fit.py PRIOR_WEIGHT).",
+        "  # (ipuexp/calibration/fitted.py FITTED), with a weak prior (its PRIORS; ipuexp/fitting/fit.py PRIOR_WEIGHT).",
         "  # They are counted in cycles (gw_step_latency_s in seconds) and shared by Mk2 and Bow:",
         "  # the same GC200 tile design (tiles, SRAM, AMP and exchange per cycle) at different clocks",
         "  # (docs/sources.md [b], [c], [d]), so one fit over the Mk2 and Bow rows serves both generations.",

@@ -6,13 +6,13 @@ import shutil
 
 import pytest
 
-from ipuexp.calibration import validate_command as v
-from ipuexp.calibration import validate_notes as validate_notes
+from ipuexp.commands import validate as v
+from ipuexp.commands import validate_notes
 from ipuexp.calibration import RUNS_DIR, Row, load_rows
 from ipuexp.calibration.band import Residual, error_band, load_residuals
 from ipuexp.config.store import CONF_DIR
-from ipuexp.calibration.fit import FITTED, MODES
-from ipuexp.calibration.validate_report import Outcome, Report
+from ipuexp.fitting.fit import FITTED, MODES
+from ipuexp.fitting.validate_report import Outcome, Report
 
 # The rows the model does not explain (docs/emulator.md, "ViT-B/16" and "GPT-2 at 1,024 tokens"): reported, not
 # fitted; the tests say how far off each is, so that a fix shows up here.

@@ -7,8 +7,8 @@ import csv
 import pytest
 
 from ipuexp.calibration import user
-from ipuexp.calibration import calibrate_command as cmd
-from ipuexp.calibration.measured_runs import MeasurementError, read_csv
+from ipuexp.commands import calibrate as cmd
+from ipuexp.fitting.measured_runs import MeasurementError, read_csv
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def test_a_name_taken_during_the_fit_is_neither_replaced_nor_lost(here, capsys, 
     """Another ``calibrate --name n`` finishes while this one fits: its file stays, and this fit is kept beside it
     under a free name that the one line gives."""
     from ipuexp.calibration import load_rows
-    from ipuexp.calibration import refit as fit_module
+    from ipuexp.fitting import refit as fit_module
 
     rows = {r.id: r.published for r in load_rows()}
     vit, gpt2 = "vit_b16_finetune_bow_pod16_pytorch", "gpt2_medium_wikitext103_sl1024_mk2_pod16_optimum"

@@ -17,8 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any, List, Optional, Sequence
 
-EXIT_BAD_INPUT = 2
-EXIT_FIT_FAILED = 1
+from ipuexp.exit_status import EXIT_BAD_INPUT, EXIT_FAILED, fail
+
+EXIT_FIT_FAILED = EXIT_FAILED
 
 
 def parse(argv: List[str]) -> argparse.Namespace:
@@ -50,7 +51,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parse(raw)
     from ipuexp.calibration.user import ENV, calibration_dir, check_name, path_of
     from ipuexp.config.checks import check_uri_or_env, check_writable
-    from ipuexp.calibration.measured_runs import read_csv, read_mlflow
+    from ipuexp.fitting.measured_runs import read_csv, read_mlflow
 
     try:
         check_name(args.name)
@@ -78,8 +79,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             measurements = read_csv(args.file)
         recipes = [_recipe(name) for name in args.recipe]
     except ValueError as err:  # MeasurementError and ConfigError too
-        print(f"ipuexp.calibrate: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return fail("ipuexp.calibrate", str(err), EXIT_BAD_INPUT)
     return _calibrate(args, measurements, recipes, target, raw)
 
 
@@ -97,11 +97,11 @@ def _calibrate(args: argparse.Namespace, measurements: Sequence[Any], recipes: S
                raw: List[str]) -> int:
     from ipuexp.calibration import HF_EXTRA, load_rows, needs_extra, unpredicted
     from ipuexp.calibration.user import MeasuredRow, NameTaken, UserCalibration, free_name, save
-    from ipuexp.calibration.refit import FitFailed, refit
-    from ipuexp.calibration.validate_command import load_config
-    from ipuexp.calibration.fit import FITTED, prepare
-    from ipuexp.calibration.measured_runs import prepare as prepare_measured
-    from ipuexp.calibration import calibrate_print as show
+    from ipuexp.fitting.refit import FitFailed, refit
+    from ipuexp.commands.validate_config import load_config
+    from ipuexp.fitting.fit import FITTED, prepare
+    from ipuexp.fitting.measured_runs import prepare as prepare_measured
+    from ipuexp.commands import calibrate_print as show
     from ipuexp.terminal_table import terminal_console
 
     console = terminal_console(highlight=False)
@@ -122,8 +122,7 @@ def _calibrate(args: argparse.Namespace, measurements: Sequence[Any], recipes: S
         result = refit([c for c in cases if c.row.id not in cfg.unexplained],
                        [c for c in cases if c.row.id in cfg.unexplained], mine, replaced, mode)
     except FitFailed as err:
-        print(f"ipuexp.calibrate: {err}; nothing written", file=sys.stderr)
-        return EXIT_FIT_FAILED
+        return fail("ipuexp.calibrate", f"{err}; nothing written", EXIT_FIT_FAILED)
     residuals = result.residuals()
     show.report(console, result, residuals, recipes)
     cal = UserCalibration(

@@ -6,7 +6,12 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
+
+from ipuexp.exit_status import EXIT_INTERRUPTED, fail
+
+if TYPE_CHECKING:
+    from ipuexp.config.types import ConfigNode
 
 USAGE = "usage: python -m ipuexp.poptorch [--ipu NAME] [--system NAME] [--predict-only]\n" \
         "                                 [-m] SCRIPT [ARGS...] [-- OVERRIDES...]"
@@ -125,14 +130,13 @@ def main(argv: Optional[List[str]] = None) -> None:
     except ScriptFailed as failed:
         sys.exit(failed.code)
     except KeyboardInterrupt:
-        print("ipuexp.poptorch: interrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(fail("ipuexp.poptorch", "interrupted", EXIT_INTERRUPTED))
 
 
 def _check(cmd: Command) -> None:
     """Compose every swept value once before the script runs: a key or value ipuexp rejects is one line. Where the
     job writes (its run or sweep folder, the tracking store) is checked then too, not after the script's work."""
-    from ipuexp.__main__ import EXIT_CONFIG_ERROR, check_outputs, preflight, sweep_points
+    from ipuexp.commands.run import EXIT_CONFIG_ERROR, check_outputs, preflight, sweep_points
     from ipuexp.config.errors import ConfigError
 
     try:
@@ -145,8 +149,7 @@ def _check(cmd: Command) -> None:
 
                 check_ray(cfg)
     except ConfigError as err:
-        print(f"ipuexp: config error: {err}", file=sys.stderr)
-        sys.exit(EXIT_CONFIG_ERROR)
+        sys.exit(fail("ipuexp", f"config error: {err}", EXIT_CONFIG_ERROR))
 
 
 def _remove_bare(folder: Path) -> None:
@@ -172,7 +175,7 @@ def _hydra_entry(cmd: Command) -> None:
     register()
 
     @hydra.main(version_base=None, config_path=CONF_PATH, config_name="config")
-    def _job(cfg):  # type: ignore[no-untyped-def]
+    def _job(cfg: ConfigNode) -> object:
         from hydra.core.hydra_config import HydraConfig
 
         from ipuexp.app import sweep_return
@@ -210,3 +213,7 @@ def _hydra_entry(cmd: Command) -> None:
         _job()
     finally:
         sys.argv = saved
+
+
+if __name__ == "__main__":
+    main()

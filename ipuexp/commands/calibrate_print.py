@@ -9,8 +9,8 @@ from typing import Any, Optional, Sequence
 
 from ipuexp.calibration import Row
 from ipuexp.calibration.band import Point, Residual, error_band, load_residuals
-from ipuexp.calibration.refit import MODES, Refit, bounds_hit
-from ipuexp.calibration.fit import Case, predict
+from ipuexp.fitting.refit import MODES, Refit, bounds_hit
+from ipuexp.fitting.fit import Case, predict
 from ipuexp.terminal_table import Column, Table
 
 

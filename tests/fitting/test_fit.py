@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from ipuexp.calibration import validate_command as v
+from ipuexp.commands import validate as v
 from ipuexp.calibration import load_rows
-from ipuexp.calibration.fit import FITTED, PRIORS, fit, predict, prepare
+from ipuexp.fitting.fit import FITTED, PRIORS, fit, predict, prepare
 
 
 def test_at_most_seven_fitted_constants():

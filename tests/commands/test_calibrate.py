@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from ipuexp.calibration import load_rows, user
-from ipuexp.calibration import calibrate_command as cmd
-from ipuexp.calibration.measured_runs import OUTLIER_FACTOR, Measurement, MeasurementError, prepare, read_csv
+from ipuexp.commands import calibrate as cmd
+from ipuexp.fitting.measured_runs import OUTLIER_FACTOR, Measurement, MeasurementError, prepare, read_csv
 
 ROOT = Path(__file__).resolve().parents[2]
 VIT = "vit_b16_finetune_bow_pod16_pytorch"
@@ -202,7 +202,7 @@ def test_its_tables_at_80_columns_to_a_pipe_cut_no_figure(monkeypatch, capsys):
     output to a pipe: no line over 80, every figure whole, run names folded."""
     from types import SimpleNamespace
 
-    from ipuexp.calibration import calibrate_print as show
+    from ipuexp.commands import calibrate_print as show
     from ipuexp.terminal_table import terminal_console
 
     monkeypatch.setenv("COLUMNS", "80")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ipuexp.calibration import Row, register_runs
-from ipuexp.calibration.fit import Case, predict
+from ipuexp.fitting.fit import Case, predict
 
 COLUMNS = ("id", "overrides", "measured_samples_per_s")
 OPTIONAL_COLUMNS = ("measured_ipu_memory_bytes",)

@@ -15,8 +15,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ipuexp.calibration import family
 from ipuexp.calibration.band import Residual
 from ipuexp.calibration.evidence import residual_of
-from ipuexp.calibration.fit import FITTED, Case, fit_and_held_out, predict
-from ipuexp.calibration.measured_runs import MeasuredCase
+from ipuexp.fitting.fit import FITTED, Case, fit_and_held_out, predict
+from ipuexp.fitting.measured_runs import MeasuredCase
 
 MODES = {"shipped+measured": "the shipped calibration rows and the measured runs",
          "measured": "the measured runs alone"}
