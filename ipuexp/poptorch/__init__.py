@@ -15,11 +15,9 @@ def _run_as_command() -> bool:
 
 
 if _run_as_command():
-    from ipuexp.commands.poptorch import answer_early
+    from ipuexp.poptorch.command_line import answer_early
 
     answer_early(_sys.argv[1:])
-    # The door runs the command module as __main__ next: a copy already imported would make runpy warn.
-    _sys.modules.pop("ipuexp.commands.poptorch", None)
 
 from ipuexp.poptorch import _impl, optim  # noqa: E402  (torch: after the command line's early answers)
 from ipuexp.poptorch.arg_parsers import ICustomArgParser, registerCustomArgParser
