@@ -126,10 +126,18 @@ class RunFigures:
     system_ipus: int
     sequence_length: Optional[int] = None
     """Tokens per sample (a pack, for packed data); None for a model of images or of the user's own."""
+    auto_round: bool = False
+    """``options.auto_round_num_ipus``: the job reserves the next power of two of IPUs."""
 
     @property
     def ipus_used(self) -> int:
         return self.replicas * self.ipus_per_replica
+
+    @property
+    def ipus_reserved(self) -> int:
+        """IPUs the job acquires: those it uses, rounded up to a power of two under ``auto_round``."""
+        used = self.ipus_used
+        return 1 << (used - 1).bit_length() if self.auto_round and used > 1 else used
 
     @property
     def global_batch(self) -> int:

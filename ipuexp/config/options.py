@@ -186,6 +186,9 @@ class Options:
     """Static loss scale for fp16 training."""
     auto_loss_scaling: bool = False
     """``Training.setAutomaticLossScaling``."""
+    auto_round_num_ipus: bool = False
+    """``autoRoundNumIPUs``: reserve the next power of two of IPUs when replicas x IPUs per replica is not one (PopART
+    acquires 2^n IPUs); the IPUs beyond the model's stay idle."""
     embedding_serialization_factor: int = 1
     """Split the embedding/vocab matmul into this many serial pieces (lowers temporary memory)."""
     executable_cache_dir: Optional[str] = None

@@ -70,9 +70,15 @@ def check_pipeline(cfg: ConfigNode, w: Warnings) -> None:
                           f"allowed: replicas x {ipr} IPUs per replica <= system.num_ipus={num_ipus} "
                           f"({value_at(cfg, 'system.name')}); {replicas} x {ipr} = {total}")
     if not is_power_of_two(total):
-        raise ConfigError("options.replication_factor", replicas,
-                          f"allowed: replicas x IPUs per replica a power of two (PopART acquires 2^n IPUs); "
-                          f"{replicas} x {ipr} = {total}")
+        reserved = 1 << (total - 1).bit_length()
+        if not value_at(cfg, "options.auto_round_num_ipus"):
+            raise ConfigError("options.replication_factor", replicas,
+                              f"allowed: replicas x IPUs per replica a power of two (PopART acquires 2^n IPUs; "
+                              f"options.auto_round_num_ipus=true reserves {reserved}); {replicas} x {ipr} = {total}")
+        if reserved > num_ipus:
+            raise ConfigError("options.auto_round_num_ipus", True,
+                              f"allowed: with {replicas} x {ipr} = {total} IPUs, a system of at least {reserved} "
+                              f"(system.num_ipus={num_ipus})")
 
     # PopTorch CompilerImpl.cpp (poptorch.Options, PopTorch user guide): a pipelined training graph needs
     # gradientAccumulation >= 2F - 1; inference pipelining needs deviceIterations >= F. The sequential schedule

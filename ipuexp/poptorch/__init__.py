@@ -27,6 +27,7 @@ from ipuexp.poptorch.enums import (AutoStage, ConnectionType, DataLoaderMode, Ha
                                    MatMulSerializationMode, MeanReductionStrategy, OutputMode, OverlapMode,
                                    ReductionType, SharingStrategy, SyncPattern)
 from ipuexp.poptorch.errors import Error, UnsupportedError
+from ipuexp.poptorch.executables import load
 from ipuexp.poptorch.executor import (PoplarExecutor, inferenceModel, registerPostCompileHook,
                                       registerPreCompileHook, trainingModel)
 from ipuexp.poptorch.ops import (identity_loss, ipu_print_tensor, isRunningOnIpu, nop, recomputationCheckpoint,
@@ -61,7 +62,7 @@ __all__ = [
     "MatMulSerializationMode", "MeanReductionStrategy", "Options", "OutputMode", "OverlapMode",
     "ParallelPhasedExecution", "PipelinedExecution", "PoplarExecutor", "ReductionType", "SerialPhasedExecution", "ShardedExecution", "SharingStrategy", "Stage",
     "SyncPattern", "TensorLocationSettings", "UnsupportedError", "identity_loss", "inferenceModel",
-    "ipuHardwareIsAvailable", "ipuHardwareVersion", "ipu_print_tensor", "isRunningOnIpu", "nop", "optim",
+    "ipuHardwareIsAvailable", "ipuHardwareVersion", "ipu_print_tensor", "isRunningOnIpu", "load", "nop", "optim",
     "recomputationCheckpoint", "registerCustomArgParser", "registerPostCompileHook", "registerPreCompileHook",
     "removeBlocks", "setLogLevel", "set_available_memory", "set_overlap_for_input", "set_overlap_for_output",
     "trainingModel",

@@ -18,19 +18,29 @@ _RECOMPILE = ("\nThis error occurred because the inputs passed at runtime don't 
 
 
 def signature(model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> List[Tuple[str, Any]]:
-    """(name, value) of each input leaf, named as PopTorch names them: the forward's parameter names, a dict's keys,
-    a sequence's positions (``name[i]``)."""
+    """(name, value) of each input leaf, named as PopTorch names them: the forward's parameter names (``*c[i]``
+    for a variadic one), a dict's keys, a sequence's positions (``name[i]``); a parameter the call leaves out is its
+    default value, as PopTorch's ``ArgsParser`` fills it in."""
     from torch.utils._pytree import MappingKey, SequenceKey, tree_flatten_with_path
 
     try:
-        names = [p for p in inspect.signature(model.forward).parameters]
+        params = list(inspect.signature(model.forward).parameters.values())
     except (TypeError, ValueError):
-        names = []
+        params = []
+    names = [p.name for p in params]
+    variadic = next((i for i, p in enumerate(params) if p.kind == p.VAR_POSITIONAL), len(params))
+    kwargs = dict(kwargs)
+    for i, p in enumerate(params):
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is not p.empty \
+                and (p.kind == p.KEYWORD_ONLY or i >= len(args)) and p.name not in kwargs:
+            kwargs[p.name] = p.default
     out: List[Tuple[str, Any]] = []
-    for (path, value) in tree_flatten_with_path((args, kwargs))[0]:
+    for (path, value) in tree_flatten_with_path((args, kwargs), is_leaf=lambda v: v is None)[0]:
         top, *rest = path[1:]
         if path[0].idx == 0:  # a positional argument
-            name = names[top.idx] if isinstance(top, SequenceKey) and top.idx < len(names) else f"args[{top}]"
+            i = top.idx if isinstance(top, SequenceKey) else len(names)
+            name = (names[i] if i < variadic else f"*{names[variadic]}[{i - variadic}]" if variadic < len(names)
+                    else f"args[{top}]")
         else:
             name = str(getattr(top, "key", top))
         for key in rest:
@@ -39,33 +49,48 @@ def signature(model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[str, A
     return out
 
 
+class _Constant:
+    """A non-tensor input of the compiled model: PopTorch compiles its value into the graph."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
 class Inputs:
     """The tensor inputs a model was compiled with."""
 
     def __init__(self, model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
-        self.compiled = [(n, (t.dtype, tuple(t.shape)) if isinstance(t, torch.Tensor) else type(t))
+        self.compiled = [(n, (t.dtype, tuple(t.shape)) if isinstance(t, torch.Tensor) else _Constant(t))
                          for n, t in signature(model, args, kwargs)]
+        self.positional = len(args)
 
     def validate(self, model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[str, Any],
                  shorter_batch: int = 0) -> None:
         """Raise PopTorch's error for an input whose type, dtype or shape differs from the compiled one; an
         inference call's batch may be shorter by a multiple of ``shorter_batch`` (a DataLoader's last batch)."""
         given = signature(model, args, kwargs)
-        missing = [n for n, _ in self.compiled if n not in {g for g, _ in given}]
+        # a variadic positional argument (``*args[i]``) that is missing or extra is a count mismatch
+        missing = [n for n, _ in self.compiled if n not in {g for g, _ in given} and not n.startswith("*")]
         if missing and len(given) <= len(self.compiled):
             raise Error(f"Missing arguments: {', '.join(missing)}.{_RECOMPILE}")
-        extra = [g for g, _ in given if g not in {n for n, _ in self.compiled}]
+        extra = [g for g, _ in given if g not in {n for n, _ in self.compiled} and not g.startswith("*")]
         if extra and len(given) >= len(self.compiled):
             raise Error(f"Unexpected arguments: {', '.join(extra)}.{_RECOMPILE}")
-        if len(given) != len(self.compiled):
-            raise Error(f"Number of positional arguments mismatch: expected {len(self.compiled)} arguments but got "
-                        f"{len(given)}.{_RECOMPILE}")
+        variadic = any(n.startswith("*") for n, _ in [*self.compiled, *given])
+        if (variadic and len(args) != self.positional) or len(given) != len(self.compiled):
+            expected, got = (self.positional, len(args)) if variadic else (len(self.compiled), len(given))
+            raise Error(f"Number of positional arguments mismatch: expected {expected} arguments but got {got}."
+                        f"{_RECOMPILE}")
         by_name = dict(given)
         for name, compiled in self.compiled:
             value = by_name[name]
-            if not isinstance(compiled, tuple):
+            if isinstance(compiled, _Constant):
                 if isinstance(value, torch.Tensor):
-                    raise Error(f"Type mismatch for {name}: expected {compiled} but got {type(value)}.{_RECOMPILE}")
+                    raise Error(f"Type mismatch for {name}: expected {type(compiled.value)} but got {type(value)}."
+                                f"{_RECOMPILE}")
+                if isinstance(compiled.value, (bool, int, float, str)) and (
+                        type(value) is not type(compiled.value) or value != compiled.value):
+                    raise Error(f"Value mismatch for {name}: expected {compiled.value} but got {value}.{_RECOMPILE}")
                 continue
             if not isinstance(value, torch.Tensor):
                 raise Error(f"Type mismatch for {name}: expected {torch.Tensor} but got {type(value)}.{_RECOMPILE}")
@@ -165,18 +190,13 @@ def checked_forward(model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[
 
 def ipus_to_reserve(ipus_per_replica: int, replicas: int, auto_round: bool) -> None:
     """PopTorch reserves a power of two of IPUs: a model on another number fails to compile unless
-    ``Options.autoRoundNumIPUs(True)``, which ipuexp cannot honour (its IPU systems run 2^n IPUs per job), so it
-    is named as unsupported."""
-    from ipuexp.poptorch.errors import UnsupportedError
-
+    ``Options.autoRoundNumIPUs(True)``, which reserves the next power of two and leaves the extra IPUs idle
+    (``options.auto_round_num_ipus``)."""
     num = ipus_per_replica * replicas
     rounded = 1 << (num - 1).bit_length()
-    if num == rounded or num > 64:
+    if num == rounded or num > 64 or auto_round:
         return
-    if auto_round:
-        raise UnsupportedError(f"Options.autoRoundNumIPUs(True) for a model of {num} IPUs",
-                               "a power of two of IPUs (replicas x IPUs of the pipeline's stages)")
-    raise Error(f"The model specifies the use of {num} IPUs, however PopTorch must reserve a minimum of {rounded} "
+    raise Error(f"Reserving IPUs: The model specifies the use of {num} IPUs, however PopTorch must reserve a minimum of {rounded} "
                 "in order to allow the model to run, because PopTorch must reserve a power of 2 or maximum of 64 "
                 "IPUs per process. Please reconfigure your model to use a different number of IPUs or set "
                 "poptorch.Options().autoRoundNumIPUs(True).")

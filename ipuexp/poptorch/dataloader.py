@@ -1,5 +1,6 @@
 """``poptorch.DataLoader``: torch's DataLoader whose batches are PopTorch's combined batches (batch size x device
-iterations x gradient accumulation x replicas), with PopTorch's drop-last rule; ``AsynchronousDataAccessor``."""
+iterations x gradient accumulation x replicas), with PopTorch's drop-last rule, a user's ``batch_sampler`` and
+``AsyncRebatched``'s rebatching (``ipuexp.poptorch.rebatch``); ``AsynchronousDataAccessor``."""
 from __future__ import annotations
 
 import logging
@@ -8,7 +9,8 @@ from typing import Any, Optional
 import torch
 
 from ipuexp.poptorch.enums import DataLoaderMode
-from ipuexp.poptorch.errors import UnsupportedError
+from ipuexp.poptorch.errors import Error, UnsupportedError
+from ipuexp.poptorch.rebatch import combined_batches, rebatched
 
 log = logging.getLogger("ipuexp.poptorch")
 
@@ -24,16 +26,30 @@ class DataLoader(torch.utils.data.DataLoader):
                  auto_distributed_partitioning: bool = True, mode: DataLoaderMode = DataLoaderMode.Sync,
                  async_options: Optional[dict] = None, rebatched_worker_size: Optional[int] = None,
                  batch_sampler: Any = None, **kwargs: Any) -> None:
-        if batch_sampler is not None:
-            raise UnsupportedError("DataLoader(batch_sampler=...)", "batch_size with shuffle and drop_last")
+        self._sampled = batch_sampler is not None
+        if self._sampled:
+            if batch_size != 1 or shuffle:
+                raise Error("`batch_sampler` option is mutually exclusive with batch_size, shuffle.")
+            batch_size = getattr(batch_sampler, "batch_size", batch_size)
         if options.Distributed.numProcesses > 1:
             raise UnsupportedError("DataLoader in a distributed run", "one process")
+        options._freeze()  # as PopTorch does: the loader's batches follow these options
         self._options = options
         self.mode = DataLoaderMode(mode)
         self._num_batches_to_combine = (options.device_iterations * options.replication_factor
                                         * options.Training.gradient_accumulation)
         self._combined_batch_size = int(batch_size) * self._num_batches_to_combine
-        if not isinstance(dataset, torch.utils.data.IterableDataset) and not drop_last:
+        self._drop_last = drop_last
+        # PopTorch rebatches in AsyncRebatched mode, and in Async mode when a short last batch must be kept
+        self._rebatch = not self._sampled and (self.mode == DataLoaderMode.AsyncRebatched or (
+            self.mode == DataLoaderMode.Async and not drop_last and self._combined_batch_size > 1))
+        loaded = self._combined_batch_size
+        if self._rebatch and rebatched_worker_size is not None:
+            if rebatched_worker_size > self._combined_batch_size:
+                raise Error(f"The rebatched_worker_size ({rebatched_worker_size}) must be <= to the combined batch "
+                            f"size ({self._combined_batch_size})")
+            loaded = int(rebatched_worker_size)
+        if not isinstance(dataset, torch.utils.data.IterableDataset) and not drop_last and not self._sampled:
             n = len(dataset)
             if n % self._combined_batch_size:
                 log.warning("The number of elements in the dataset (%d) is not divisible by the number of elements "
@@ -42,9 +58,30 @@ class DataLoader(torch.utils.data.DataLoader):
                             self._combined_batch_size, n % self._combined_batch_size)
         if persistent_workers is None:
             persistent_workers = num_workers > 0
-        super().__init__(dataset, batch_size=self._combined_batch_size, shuffle=bool(shuffle),
-                         num_workers=num_workers, drop_last=drop_last, persistent_workers=persistent_workers,
-                         **kwargs)
+        if self._sampled:
+            super().__init__(dataset, batch_sampler=batch_sampler, num_workers=num_workers,
+                             persistent_workers=persistent_workers, **kwargs)
+        else:
+            super().__init__(dataset, batch_size=loaded, shuffle=bool(shuffle), num_workers=num_workers,
+                             drop_last=drop_last and not self._rebatch, persistent_workers=persistent_workers,
+                             **kwargs)
+
+    def __iter__(self) -> Any:
+        batches = super().__iter__()
+        if self._sampled and self._num_batches_to_combine != 1:
+            return combined_batches(batches, self._num_batches_to_combine, self._drop_last)
+        if self._rebatch:
+            return rebatched(batches, self._combined_batch_size, self._drop_last)
+        return batches
+
+    def __len__(self) -> int:
+        if self._sampled:
+            whole, rest = divmod(len(self.batch_sampler), self._num_batches_to_combine)
+        elif self._rebatch:
+            whole, rest = divmod(len(self.dataset), self._combined_batch_size)
+        else:
+            return super().__len__()
+        return whole + int(bool(rest) and not self._drop_last)
 
     @property
     def combinedBatchSize(self) -> int:

@@ -11,13 +11,14 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from ipuexp.poptorch import anchors, compile_hooks, fp_exceptions, ops
+from ipuexp.poptorch import anchors, compile_hooks, executables, fp_exceptions, ops
 from ipuexp.poptorch.casting import casting, weights_of
 from ipuexp.poptorch.constants import as_compiled
 from ipuexp.poptorch.compile_hooks import registerPostCompileHook, registerPreCompileHook
 from ipuexp.poptorch.enums import OutputMode, ReductionType
 from ipuexp.poptorch.options import Options
-from ipuexp.poptorch.layout import combine as _combine, micro_batches
+from ipuexp.poptorch.layout import combine as _combine, first_dim, micro_batches, precision_of, script_name
+from ipuexp.training.half_kernels import half_products
 
 
 class PoplarExecutor:
@@ -26,7 +27,13 @@ class PoplarExecutor:
     def __init__(self, model: torch.nn.Module, options: Optional[Options], training: bool,
                  optimizer: Any = None) -> None:
         self.model = model
+        if options is not None:
+            options._freeze()  # PopTorch's options are frozen once a model uses them
         self.options = (options or Options()).clone()
+        self._default_output = self.options.output_mode == OutputMode.Default
+        if self._default_output:  # PopTorch resolves the default mode for the model it compiles
+            self.options.output_mode = OutputMode.Final if training else OutputMode.All
+        self.options._freeze()
         self.training = training
         if training and optimizer is None:
             from ipuexp.poptorch.optim import SGD
@@ -55,7 +62,8 @@ class PoplarExecutor:
             replicas = self.options.replication_factor
             self._inputs.validate(self.model, args, kwargs, 0 if self.training else replicas * self._micro_batch_size)
         self._attached = True
-        with as_compiled(self.model, self._constants):
+        tensors = [*self.model.parameters(), *tree_flatten((args, kwargs))[0]]
+        with as_compiled(self.model, self._constants), half_products(tensors):
             return self._train(args, kwargs) if self.training else self._infer(args, kwargs)
 
     def compile(self, *args: Any, **kwargs: Any) -> None:
@@ -73,7 +81,7 @@ class PoplarExecutor:
 
         self._compiled = True
         self._checked = False
-        batch = _first_dim(args, kwargs)
+        batch = first_dim(args, kwargs)
         self._micro_batch_size = batch // self._batches_per_call() if batch else 1  # no batched input: one sample
         self._inputs = Inputs(self.model, args, kwargs)
         self._constants = snapshot(self.model)
@@ -99,17 +107,29 @@ class PoplarExecutor:
         strategy = self.options.execution_strategy
         counts, ipus = stages_of(split.names, split.ipu_ids, strategy)
         ipus_to_reserve(len(set(ipus)), self.options.replication_factor,
-                        bool(self.options.calls.get("autoRoundNumIPUs")))
+                        self.options.auto_round_num_ipus)
         mapped = options_values(self.options, self.training)
+        if self._default_output:
+            mapped.values["options.output_mode"] = "default"
         opt = optimizer_values(self.optimizer if self.training else None)
         values = {**mapped.values, **opt.values,
-                  **split_values(counts, ipus, strategy, self._micro_batch_size, _precision(self.model))}
+                  **split_values(counts, ipus, strategy, self._micro_batch_size, precision_of(self.model))}
         if split.checkpoints:
             values["options.recomputation.checkpoint_every_layer"] = True
         graph = {k: v for k, v in dataclasses.asdict(split.graph).items() if k != "capture_seconds"}
         values.update({"model.name": "custom", "model.target": register(split.names, graph),
-                       "tracking.experiment": _script_name()})
+                       "tracking.experiment": script_name()})
         return values, mapped.no_effect + opt.no_effect
+
+    def compileAndExport(self, filename: str, *args: Any, export_model: bool = True, **kwargs: Any) -> None:
+        self.compile(*args, **kwargs)
+        executables.save(self, filename, export_model)
+
+    def save(self, filename: str, export_model: bool = True) -> None:
+        executables.save(self, filename, export_model)
+
+    def loadExecutable(self, filename: str) -> None:
+        executables.check(self, filename)
 
     def getTensorNames(self) -> List[str]:
         return anchors.tensor_names(self.model, self.training)
@@ -185,7 +205,7 @@ class PoplarExecutor:
         o = self.options
         ga = o.Training.gradient_accumulation if self.training else 1
         replicas = o.replication_factor
-        batch = _first_dim(args, kwargs)
+        batch = first_dim(args, kwargs)
         per_call = self._batches_per_call()
         if batch == 0:  # no batched input (a model of buffers alone): every micro-batch reads the same inputs
             return o.device_iterations, replicas, ga, 0
@@ -206,9 +226,11 @@ class PoplarExecutor:
         layout = self._layout(args, kwargs)
         iterations, replicas, ga, _ = layout
         params = [p for g in self.optimizer.param_groups for p in g["params"] if p.requires_grad]
+        for p in params:  # gradients a host backward pass left are not the device's
+            p.grad = None
         from ipuexp.poptorch.half_update import loss_scaler
 
-        scaler = self._scaler = loss_scaler(self._scaler, self.optimizer, self.options, _precision(self.model))
+        scaler = self._scaler = loss_scaler(self._scaler, self.optimizer, self.options, precision_of(self.model))
         anchored = self._anchors
         mean = self.options.Training.accumulation_and_replication_reduction_type == ReductionType.Mean
         self.model.train()
@@ -249,7 +271,7 @@ class PoplarExecutor:
             anchored.after_call()
         per_update = ga * replicas
         means = [sum(step_losses[i:i + per_update]) / per_update for i in range(0, len(step_losses), per_update)]
-        current().log_call(means, _first_dim(args, kwargs), time.perf_counter() - start)
+        current().log_call(means, first_dim(args, kwargs), time.perf_counter() - start)
         mode = self.options.output_mode
         return _combine(outputs, OutputMode.Final if mode == OutputMode.Default else mode)
 
@@ -263,34 +285,15 @@ class PoplarExecutor:
         return _combine(outputs, OutputMode.All if mode == OutputMode.Default else mode)
 
 
-def _first_dim(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> int:
-    """The batch of a call: its first batched tensor's first dimension, 0 without one."""
-    return next((int(t.shape[0]) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor) and t.dim()),
-                0)
-
-
-def _script_name() -> str:
-    """The running script's name (the MLflow experiment of its runs)."""
-    import sys
-    from pathlib import Path
-
-    return Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "poptorch"
-
-
-def _precision(model: torch.nn.Module) -> str:
-    """``options.precision`` of the model's weights: 16.16 for a ``.half()`` model, 32.32 for float."""
-    dtypes = {p.dtype for p in model.parameters() if p.is_floating_point()}
-    return "16.16" if dtypes == {torch.float16} else "32.32"
-
-
 __all__ = ["PoplarExecutor", "inferenceModel", "registerPostCompileHook", "registerPreCompileHook", "trainingModel"]
 
 
 def trainingModel(model: torch.nn.Module, options: Optional[Options] = None, optimizer: Any = None) -> PoplarExecutor:
-    """``model`` (returning its loss, alone or with other outputs) wrapped for training."""
-    return PoplarExecutor(model, options, True, optimizer)
+    """``model`` (returning its loss, alone or with other outputs) wrapped for training; an executor's own model."""
+    return PoplarExecutor(model.model if isinstance(model, PoplarExecutor) else model, options, True, optimizer)
 
 
 def inferenceModel(model: torch.nn.Module, options: Optional[Options] = None) -> PoplarExecutor:
-    """``model`` wrapped for inference (its weights are the module's own, so training shows through)."""
-    return PoplarExecutor(model, options, False)
+    """``model`` (an executor's own model) wrapped for inference (its weights are the module's own, so training
+    shows through)."""
+    return PoplarExecutor(model.model if isinstance(model, PoplarExecutor) else model, options, False)

@@ -1,8 +1,9 @@
 """A PopTorch call's layout: its batch split into micro-batches as [device iteration][replica][micro-batch], and
-their outputs combined as PopTorch's anchors combine them for the output mode."""
+their outputs combined as PopTorch's anchors combine them for the output mode; a call's batch size, its model's
+precision and its script's name."""
 from __future__ import annotations
 
-from typing import Any, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
@@ -50,3 +51,23 @@ def combine(outputs: List[List[List[Any]]], mode: OutputMode) -> Any:
         else:
             joined.append(values[-1])
     return tree_unflatten(joined, spec)
+
+
+def first_dim(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> int:
+    """The batch of a call: its first batched tensor's first dimension, 0 without one."""
+    return next((int(t.shape[0]) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor) and t.dim()),
+                0)
+
+
+def script_name() -> str:
+    """The running script's name (the MLflow experiment of its runs)."""
+    import sys
+    from pathlib import Path
+
+    return Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "poptorch"
+
+
+def precision_of(model: torch.nn.Module) -> str:
+    """``options.precision`` of the model's weights: 16.16 for a ``.half()`` model, 32.32 for float."""
+    dtypes = {p.dtype for p in model.parameters() if p.is_floating_point()}
+    return "16.16" if dtypes == {torch.float16} else "32.32"

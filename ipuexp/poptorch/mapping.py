@@ -111,6 +111,8 @@ def options_values(opts: Options, training: bool) -> Mapped:
                     "min_elements_for_replicated_tensor_sharding"):
             if getattr(loc, key) is not None:
                 v[f"{base}.{key}"] = getattr(loc, key)
+    if opts.auto_round_num_ipus:
+        v["options.auto_round_num_ipus"] = True
     if opts.TensorLocations.num_io_tiles is not None:
         v["options.io.num_io_tiles"] = opts.TensorLocations.num_io_tiles
     recompute = opts._Popart.options.get("autoRecomputation")

@@ -37,6 +37,10 @@ class Optimizer:
         """A new loss scale (PopTorch: set on the optimizer, then ``setOptimizer``)."""
         self.poptorch_args["loss_scaling"] = float(value)
 
+    def __getstate__(self) -> Dict[str, Any]:
+        """torch's state (defaults, state, param groups) and the extra arguments, which torch's alone would drop."""
+        return {**super().__getstate__(), "poptorch_args": self.poptorch_args}  # type: ignore[misc]
+
     def _clip(self) -> None:
         norm = self.poptorch_args.get("max_grad_norm")
         if norm is not None and norm != float("inf"):

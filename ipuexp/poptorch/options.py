@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+import os
 from typing import Any, Dict, Optional
 
 from ipuexp.poptorch.enums import OutputMode
 from ipuexp.poptorch.errors import UnsupportedError
+from ipuexp.poptorch.option_files import ConfigFileError, apply_defaults, load_file  # noqa: F401 (poptorch.options.ConfigFileError)
 from ipuexp.poptorch.strategy import PipelinedExecution
 from ipuexp.poptorch.suboptions import (TensorLocationSettings, _DistributedOptions, _JitOptions, _PopartOptions,
                                         _PrecisionOptions, _Recorded, _TensorLocationOptions, _TrainingOptions)
@@ -26,6 +28,7 @@ class Options(_Recorded):
         self.output_mode = OutputMode.Default
         self.output_return_period = 1
         self.random_seed: Optional[int] = None
+        self.auto_round_num_ipus = False
         self.available_memory_proportion: Dict[str, float] = {}
         self.execution_strategy: Optional[PipelinedExecution] = None
         self.executable_cache_dir: Optional[str] = None
@@ -38,6 +41,14 @@ class Options(_Recorded):
         self._distributed = _DistributedOptions()
         self._jit = _JitOptions()
         self._Popart = _PopartOptions()
+        defaults = os.environ.get("POPTORCH_DEFAULT_OPTIONS")
+        if defaults:
+            apply_defaults(self, defaults)
+
+    @property
+    def _execution_strategy(self) -> PipelinedExecution:
+        """The strategy a model is compiled with (PopTorch's default: pipelined, a stage per IPU)."""
+        return self.execution_strategy or PipelinedExecution()
 
     # ---- sub-objects -----------------------------------------------------------------------------------------
     @property
@@ -106,6 +117,11 @@ class Options(_Recorded):
         self.available_memory_proportion = {str(k): float(v) for k, v in available_memory_proportion.items()}
         return self
 
+    def autoRoundNumIPUs(self, auto_round_num_ipus: bool) -> "Options":
+        """Reserve the next power of two of IPUs for a model on 3, 5, ... (``options.auto_round_num_ipus``)."""
+        self.auto_round_num_ipus = bool(auto_round_num_ipus)
+        return self
+
     def randomSeed(self, random_seed: int) -> "Options":
         self.random_seed = int(random_seed)
         return self
@@ -126,11 +142,14 @@ class Options(_Recorded):
                      ) -> "Options":
         """Return PopART tensor ``long_name`` as ``short_name`` (``PoplarExecutor.getAnchoredTensor``; the names
         ipuexp holds: ``ipuexp.poptorch.anchors``)."""
+        self._check_unfrozen()
         self.anchored_tensors[short_name] = long_name
         return self
 
     def loadFromFile(self, filepath: str) -> "Options":
-        raise UnsupportedError("Options.loadFromFile", "the setters of poptorch.Options")
+        """Call the setters a file lists, one a line (``deviceIterations(4)``; ``#`` starts a comment)."""
+        load_file(self, filepath)
+        return self
 
     # ---- setters that change nothing ipuexp predicts ---------------------------------------------------------
     def _noted(name: str) -> Any:  # noqa: N805  (builds methods)
@@ -142,7 +161,6 @@ class Options(_Recorded):
         setter.__doc__ = f"PopTorch's ``Options.{name}``: accepted; it changes nothing ipuexp predicts."
         return setter
 
-    autoRoundNumIPUs = _noted("autoRoundNumIPUs")
     broadcastBuffers = _noted("broadcastBuffers")
     logDir = _noted("logDir")
     maxRepeatLogs = _noted("maxRepeatLogs")
@@ -173,5 +191,5 @@ class Options(_Recorded):
                 "output_mode": self.output_mode.name, "random_seed": self.random_seed}
 
     def __repr__(self) -> str:
-        items = ", ".join(f"{k}={v}" for k, v in self.toDict().items())
+        items = ", ".join(f"{k}={v}" for k, v in {**self.toDict(), **self.state()}.items())
         return f"Options({items})"

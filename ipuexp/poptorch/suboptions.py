@@ -7,12 +7,13 @@ import copy
 from typing import Any, Dict, List, Optional
 
 from ipuexp.poptorch.enums import MeanReductionStrategy, OutputMode, ReductionType
-from ipuexp.poptorch.errors import UnsupportedError
+from ipuexp.poptorch.errors import Error, UnsupportedError
 from ipuexp.poptorch.values import positive_int
 
 
 class _Recorded:
-    """Remembers the setters called on it, by their PopTorch name."""
+    """Remembers the setters called on it, by their PopTorch name. Frozen once a model or DataLoader uses it, as
+    PopTorch's options are: a setter then raises; a copy (``copy.deepcopy``, ``clone``) is not frozen."""
 
     _prefix = ""
 
@@ -20,7 +21,41 @@ class _Recorded:
         self.calls: Dict[str, Any] = {}
 
     def _called(self, name: str, *value: Any) -> None:
+        self._check_unfrozen()
         self.calls[self._prefix + name] = value[0] if len(value) == 1 else value
+
+    def _check_unfrozen(self) -> None:
+        if self.__dict__.get("_frozen"):
+            raise Error("Can't modify frozen Options")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._check_unfrozen()
+        super().__setattr__(name, value)
+
+    def _freeze(self) -> None:
+        for value in list(vars(self).values()) + list(getattr(self, "locations", {}).values()):
+            if isinstance(value, _Recorded):
+                value._freeze()
+        self.__dict__["_frozen"] = True
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_frozen"}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def state(self) -> Dict[str, Any]:
+        """Every value set on it and its sub-objects, by attribute name (``Options.__repr__``)."""
+        out: Dict[str, Any] = {}
+        for key, value in sorted(self.__getstate__().items()):
+            if isinstance(value, _Recorded):
+                out.update({f"{key.strip('_')}.{k}": v for k, v in value.state().items()})
+            elif isinstance(value, dict) and any(isinstance(v, _Recorded) for v in value.values()):
+                out.update({f"{key}.{name}.{k}": v for name, part in value.items() for k, v in part.state().items()})
+            elif key != "calls" and value not in (None, {}, []):
+                out[key] = value
+        out.update(self.calls)
+        return out
 
 
 class TensorLocationSettings(_Recorded):
@@ -70,6 +105,7 @@ class _TensorLocationOptions(_Recorded):
         if not isinstance(location, TensorLocationSettings):
             raise UnsupportedError(f"TensorLocations: a location of type {type(location).__name__}",
                                    "poptorch.TensorLocationSettings()")
+        self._check_unfrozen()
         self.locations[kind] = location
         return self
 
@@ -86,6 +122,8 @@ class _TensorLocationOptions(_Recorded):
         return self._set("accumulators", location)
 
     def numIOTiles(self, num_tiles: int) -> "_TensorLocationOptions":
+        # PopTorch's own check (an assertion, as PopTorch raises it)
+        assert 32 <= num_tiles <= 192 and num_tiles % 2 == 0, "numIOTiles must be an even number between 32 and 192."
         self.num_io_tiles = int(num_tiles)
         return self
 
@@ -201,6 +239,7 @@ class _PopartOptions(_Recorded):
         self.options: Dict[str, Any] = {}
 
     def set(self, key: str, value: Any) -> "_PopartOptions":
+        self._check_unfrozen()
         self.options[key] = value
         if key != "autoRecomputation":
             self._called(f"set({key!r})", value)

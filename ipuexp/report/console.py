@@ -43,6 +43,10 @@ def run_line(run: RunFigures) -> str:
             f"{'IPU' if run.ipus_per_replica == 1 else 'IPUs'}, gradient accumulation "
             f"{run.gradient_accumulation}, device iterations {run.device_iterations} (global batch "
             f"{run.global_batch:,}); IPUs used {run.ipus_used} of {run.system_ipus} ({run.system})")
+    if run.ipus_reserved > run.ipus_used:
+        idle = run.ipus_reserved - run.ipus_used
+        line += (f"; {run.ipus_reserved} reserved (options.auto_round_num_ipus): {idle} of them "
+                 f"{'stays' if idle == 1 else 'stay'} idle")
     remedy = run.idle_remedy()
     if remedy:
         line += f": {run.system_ipus - run.ipus_used} idle; {remedy}"

@@ -77,7 +77,8 @@ def run_figures(exp: ExperimentConfig, plan: Any, graph_model: str) -> RunFigure
     return RunFigures(micro_batch_size=int(plan.micro_batch_size), replicas=int(plan.replicas),
                       ipus_per_replica=len(plan.ipus), gradient_accumulation=int(exp.options.gradient_accumulation),
                       device_iterations=int(exp.options.device_iterations), system=str(exp.system.name),
-                      system_ipus=int(exp.system.num_ipus), sequence_length=seq)
+                      system_ipus=int(exp.system.num_ipus), sequence_length=seq,
+                      auto_round=bool(exp.options.auto_round_num_ipus))
 
 
 def measured_figures(exp: ExperimentConfig, result: Result) -> Optional[MeasuredFigures]:

@@ -64,20 +64,15 @@ def stochastic_round_half(x: Any, generator: Optional[Any] = None) -> Any:
     x = x.float()
     r = x.half()
     rf = r.float()
-    exact = (rf == x) | ~torch.isfinite(rf)
-    away = x.abs() > rf.abs()
-    bits = r.view(torch.int16)
-    other = (bits + torch.where(away, 1, -1).to(torch.int16)).view(torch.float16)
-    of = other.float()
+    step = (x.abs() > rf.abs()).to(torch.int16).mul_(2).sub_(1)
+    of = r.view(torch.int16).add(step).view(torch.float16).float()
     lo, hi = torch.minimum(rf, of), torch.maximum(rf, of)
     span = hi - lo
-    p_hi = torch.where(span > 0, (x - lo) / torch.where(span > 0, span, torch.ones_like(span)),
-                       torch.zeros_like(span))
-    u = torch.rand(x.shape, generator=generator, device=x.device)
-    chosen = torch.where(u < p_hi, hi, lo)
-    # an fp16 neighbour can be inf at the top of the range: keep the nearest value there
-    chosen = torch.where(exact | ~torch.isfinite(of), rf, chosen)
-    return chosen.half()
+    # span is finite and > 0 unless x is exact, not finite, or next to the top of fp16's range (an inf
+    # neighbour): those keep the nearest value, and their quotient (nan or inf) is never chosen
+    chosen = torch.where(torch.rand(x.shape, generator=generator, device=x.device) < (x - lo).div_(span), hi, lo)
+    inexact = (x != rf).logical_and_(span < float("inf"))
+    return torch.where(inexact, chosen, rf).half()
 
 
 def to_half(x: Any, stochastic: bool, generator: Optional[Any] = None) -> Any:

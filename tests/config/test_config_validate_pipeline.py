@@ -82,3 +82,16 @@ def test_layer_count_comes_from_the_zoo(monkeypatch, compose_config):
     monkeypatch.setattr(ipuexp.models, "zoo_layers", lambda model_cfg: 25)
     with pytest.raises(ConfigError, match="model's 25 layers"):
         validate(compose_config([BERT]))
+
+
+def test_replicas_on_a_number_of_ipus_not_a_power_of_two_need_auto_round(compose_config):
+    """3 replicas of a 4-IPU BERT use 12 IPUs: PopART acquires 16 only under options.auto_round_num_ipus, and
+    only a system of 16 IPUs or more has them."""
+    base = [BERT, "options.available_memory_proportion=0.2", "options.replication_factor=3",
+            "options.gradient_accumulation=12"]
+    with pytest.raises(ConfigError, match=r"options.auto_round_num_ipus=true reserves 16\); 3 x 4 = 12"):
+        validate(compose_config(base + ["system=pod16"]))
+    assert validate(compose_config(base + ["system=pod16", "options.auto_round_num_ipus=true"])) == []
+    with pytest.raises(ConfigError, match=r"auto_round_num_ipus=True is invalid: allowed: with 3 x 4 = 12 IPUs, a "
+                                          r"system of at least 16 \(system.num_ipus=12\)"):
+        validate(compose_config(base + ["system.num_ipus=12", "options.auto_round_num_ipus=true"]))

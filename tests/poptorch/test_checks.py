@@ -70,6 +70,7 @@ def test_too_few_micro_batches_for_the_pipeline_stages(job):
     with pytest.raises(poptorch.Error, match=r"gradientAccumulation must be greater than or equal to the number of "
                                              r"pipeline stages \(3\)"):
         poptorch.trainingModel(Loss(), opts)(torch.randn(2, 4))
+    opts = poptorch.Options()  # a model's options are frozen, as PopTorch's are
     opts.Training.gradientAccumulation(3)
     poptorch.trainingModel(Loss(), opts)(torch.randn(3, 4))
     with pytest.raises(poptorch.Error, match=r"deviceIterations must be greater than or equal to the number of "
@@ -158,7 +159,7 @@ def test_a_custom_argument_parser(job):
         poptorch.registerCustomArgParser(Pair, object())
 
 
-def test_three_ipus_are_popart_s_error_unless_rounded(tmp_path):
+def test_three_ipus_are_popart_s_error_unless_rounded(tmp_path, capsys):
     class Three(torch.nn.Module):
         def forward(self, x):
             for i in range(3):
@@ -171,9 +172,15 @@ def test_three_ipus_are_popart_s_error_unless_rounded(tmp_path):
         with pytest.raises(poptorch.Error, match="The model specifies the use of 3 IPUs, however PopTorch must "
                                                  "reserve a minimum of 4"):
             poptorch.inferenceModel(Three(), opts)(torch.randn(3, 2))
-    with session(Session(None, ["system=pod4"], tmp_path, predict_only=True)):
-        with pytest.raises(poptorch.UnsupportedError, match=r"autoRoundNumIPUs\(True\)"):
-            poptorch.inferenceModel(Three(), opts.clone().autoRoundNumIPUs(True))(torch.randn(3, 2))
+    # autoRoundNumIPUs(True): PopTorch reserves 4 IPUs and runs the model on 3 of them
+    job = Session(None, ["system=pod4", "tracking.enabled=false"], tmp_path / "rounded")
+    with session(job):
+        out = poptorch.inferenceModel(Three(), opts.clone().autoRoundNumIPUs(True))(torch.randn(3, 2))
+    assert out.shape == (3, 2) and job.cfg.options.auto_round_num_ipus is True
+    assert list(job.cfg.options.pipeline.layers_per_ipu) == [1, 1, 1] and len(job.result.memory.ipus) == 3
+    assert job.result.run.ipus_used == 3 and job.result.run.ipus_reserved == 4
+    assert "IPUs used 3 of 4 (pod4); 4 reserved (options.auto_round_num_ipus): 1 of them stays idle" in \
+        " ".join(capsys.readouterr().out.split())
 
 
 @pytest.mark.parametrize("enabled", [True, False])
@@ -223,3 +230,21 @@ def test_a_missing_dict_key_is_named(job):
         model({"y": torch.tensor([2.0])})
     with pytest.raises(poptorch.Error, match="Unexpected arguments: z."):
         model({"x": torch.tensor([1.0]), "y": torch.tensor([2.0]), "z": torch.tensor([3.0])})
+
+
+def test_left_out_arguments_are_their_defaults_and_constants_are_compiled_in(job):
+    """PopTorch's ArgsParser fills a left-out parameter with its default: a call may then pass it (same type and
+    shape); a left-out tensor input is None against a compiled tensor, and a non-tensor input is a constant."""
+    class Adder(torch.nn.Module):
+        def forward(self, a, b=torch.zeros(2), *, scale=2, c=None):
+            out = (a + b) * scale
+            return out if c is None else out + c
+
+    model = poptorch.inferenceModel(Adder())
+    one = torch.ones(2)
+    torch.testing.assert_close(model(one), torch.full((2,), 2.0))
+    torch.testing.assert_close(model(one, b=one), torch.full((2,), 4.0))
+    with pytest.raises(poptorch.Error, match="Value mismatch for scale: expected 2 but got 3"):
+        model(one, scale=3)
+    with pytest.raises(poptorch.Error, match="Type mismatch for c: expected <class 'NoneType'>"):
+        model(one, c=one)

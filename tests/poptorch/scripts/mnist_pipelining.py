@@ -39,7 +39,7 @@ train_opts.deviceIterations(training_iterations)
 train_opts.Training.gradientAccumulation(gradient_accumulation)
 
 training_data = poptorch.DataLoader(
-    train_opts,
+    train_opts.clone(),  # a DataLoader freezes its options, and the model's are set further below
     train_dataset,
     batch_size=batch_size,
     shuffle=True,

@@ -1,0 +1,52 @@
+"""PopTorch's executable files: ``PoplarExecutor.compileAndExport`` / ``save`` write what rebuilds the executor (its
+options, whether it trains, its optimizer and, with ``export_model=True``, the model itself: ipuexp compiles from
+the model, so an executable is the model and its options); ``poptorch.load`` rebuilds it, and ``loadExecutable``
+checks a file against an executor built in Python."""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import torch
+
+from ipuexp.poptorch.errors import Error
+
+_KIND = "ipuexp.poptorch executable"
+
+
+def save(executor: Any, filename: str, export_model: bool = True) -> None:
+    torch.save({"kind": _KIND, "training": executor.training, "options": executor.options,
+                "model": executor.model if export_model else None,
+                "optimizer": executor.optimizer if export_model and executor.training else None}, filename)
+
+
+def _read(filename: str) -> dict:
+    try:
+        data = torch.load(filename, weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is the same error to the user
+        raise Error(f"{filename} is not a PopTorch executable: {exc}") from None
+    if not isinstance(data, dict) or data.get("kind") != _KIND:
+        raise Error(f"{filename} is not a PopTorch executable written by compileAndExport or save")
+    return data
+
+
+def load(filename: str, edit_opts_fn: Optional[Callable[[Any], None]] = None) -> Any:
+    """The executor ``filename`` was exported from, ready to run (it compiles at its first call)."""
+    from ipuexp.poptorch.executor import PoplarExecutor
+
+    data = _read(filename)
+    if data["model"] is None:
+        raise Error(f"{filename} was exported with export_model=False: build the model in Python and call "
+                    "loadExecutable on it")
+    options = data["options"]
+    if edit_opts_fn is not None:
+        edit_opts_fn(options)
+    return PoplarExecutor(data["model"], options, data["training"], data["optimizer"])
+
+
+def check(executor: Any, filename: str) -> None:
+    """``loadExecutable``: the file must be an executable of a model of the same kind (training or inference)."""
+    data = _read(filename)
+    if data["training"] != executor.training:
+        kinds = {True: "a training", False: "an inference"}
+        raise Error(f"{filename} holds {kinds[data['training']]} executable; this model is "
+                    f"{kinds[executor.training]} model")
