@@ -27,7 +27,7 @@ from ipuexp.poptorch.enums import (AutoStage, ConnectionType, DataLoaderMode, Ha
                                    MatMulSerializationMode, MeanReductionStrategy, OutputMode, OverlapMode,
                                    ReductionType, SharingStrategy, SyncPattern)
 from ipuexp.poptorch.errors import Error, UnsupportedError
-from ipuexp.poptorch.executables import load
+from ipuexp.poptorch.executable_load import load
 from ipuexp.poptorch.executor import (PoplarExecutor, inferenceModel, registerPostCompileHook,
                                       registerPreCompileHook, trainingModel)
 from ipuexp.poptorch.ops import (identity_loss, ipu_print_tensor, isRunningOnIpu, nop, recomputationCheckpoint,
