@@ -1,8 +1,7 @@
 """PopTorch's executable files: ``PoplarExecutor.compileAndExport`` / ``save`` write what rebuilds the executor (its
 options, whether it trains, its optimizer and, with ``export_model=True``, the model itself: ipuexp compiles from
 the model, so an executable is the model and its options); ``poptorch.load`` (``executable_load``) rebuilds it, and
-``loadExecutable``
-checks a file against an executor built in Python."""
+``loadExecutable`` checks a file against an executor built in Python."""
 from __future__ import annotations
 
 from typing import Any
