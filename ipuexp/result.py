@@ -68,7 +68,8 @@ class ThroughputFigures:
     """Time of one weight update (GA micro-batches on every replica)."""
     bubble_fraction: float
     utilisation: List[float]
-    """Busy share of each IPU of a replica."""
+    """Busy share of the step of each IPU of a replica: computing or exchanging, neither idle nor waiting for the
+    host (the pipeline chart's "busy" beside each IPU)."""
     breakdown: Dict[str, float] = field(default_factory=dict)
     """Seconds per step: compute, recompute, exchange, host_io, weight_update, all_reduce, idle."""
     peak_flops_bound_samples_per_s: float = 0.0
@@ -79,7 +80,9 @@ class ThroughputFigures:
     """Half-width of the error band of ``samples_per_s``, percent: leave-one-out residuals of the calibration rows
     most like this configuration, widened outside the calibration's range (None without calibration residuals)."""
     error_band_reasons: List[str] = field(default_factory=list)
-    """What the band rests on and why it was widened."""
+    """What the band rests on and why it was widened, each calibration row named."""
+    error_band_summary: List[str] = field(default_factory=list)
+    """The same without row ids, as the console prints it."""
     extrapolated: Optional[str] = None
     """The axes on which no calibration row reaches this configuration, with the span the rows cover there
     (``calibration.reach``); None when a row reaches it."""

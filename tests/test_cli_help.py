@@ -15,8 +15,9 @@ def test_help_names_the_commands_and_recipes_and_fits_80_columns(tmp_path):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "powered by Hydra" not in out
-    for command in ("ipuexp.plan", "ipuexp.recipes", "ipuexp.report", "ipuexp.validate"):
+    for command in ("ipuexp.plan", "ipuexp.recipes", "ipuexp.report", "ipuexp.validate", "ipuexp.poptorch"):
         assert f"python -m {command}" in out
+    assert "model.name=custom model.target=" in out
     flat = " ".join(out.split())
     assert all(name in flat for name in recipe_names())
     assert max(len(line) for line in out.splitlines()) <= 80

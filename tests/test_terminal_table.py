@@ -128,8 +128,11 @@ def test_a_header_word_wider_than_its_values_widens_the_column():
 
 
 def test_a_number_and_its_unit_stay_on_one_line_in_text():
+    # The bracketed share that qualifies a figure stays with it: 531.5 KiB (15%) is one figure.
+    assert fold("fullest IPU 3: 512.1 MiB (92%) of 897.0 MiB", 16) == \
+        ["fullest IPU 3:", "512.1 MiB (92%)", "of 897.0 MiB"]
     assert fold("fullest IPU 3: 512.1 MiB (92%) of 897.0 MiB", 12) == \
-        ["fullest IPU", "3: 512.1 MiB", "(92%) of", "897.0 MiB"]
+        ["fullest IPU", "3:", "512.1 MiB (92%)", "of 897.0 MiB"]
     assert fold("a/very/long/path/to/a/file.yaml", 10) == ["a/very/", "long/path/", "to/a/file.", "yaml"]
     assert fold("abcdefghijklmnopqrstuvwxyz", 10) == ["abcdefghij", "klmnopqrst", "uvwxyz"]
     assert fold("lr 0.0001234", 6) == ["lr", "0.0001234"]  # a figure wider than the width stays whole

@@ -84,6 +84,27 @@ def unpredicted(rows: Sequence[Row]) -> List[Tuple[Row, str]]:
     return out
 
 
+HF_EXTRA = 'pip install -e ".[hf]"'
+"""How a clone installs the hf extra that rows of ``model.name: hf`` need."""
+
+
+def needs_extra(rows: Sequence[Row]) -> List[Row]:
+    """Rows whose run is a Transformers model (``model.name: hf``) while Transformers is not installed: the base
+    install cannot compose them."""
+    import importlib.util
+
+    if importlib.util.find_spec("transformers") is not None:
+        return []
+    from omegaconf import OmegaConf
+
+    out = []
+    for row in rows:
+        path = RUNS_DIR / f"{row.id}.yaml"
+        if path.exists() and OmegaConf.select(OmegaConf.load(path), "model.name") == "hf":
+            out.append(row)
+    return out
+
+
 def run_names() -> List[str]:
     return sorted(p.stem for p in RUNS_DIR.glob("*.yaml"))
 

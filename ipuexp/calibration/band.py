@@ -68,7 +68,9 @@ class Band:
     pct: float
     """Half-width of the band, percent of the prediction."""
     reasons: Tuple[str, ...]
-    """What the band rests on and why it was widened."""
+    """What the band rests on and why it was widened, each calibration row named (``result.json``)."""
+    summary: Tuple[str, ...] = ()
+    """The same, short and without row ids: the console's one line."""
     extrapolated: Optional[str] = None
     """The axes on which no calibration row reaches the configuration, with the span the rows cover there; None
     when a row reaches it."""
@@ -111,39 +113,46 @@ def error_band(model: str, ipus: int, micro_batch: int, grad_accum: int, exclude
     if len(own) >= 2:
         pct = max(MIN_BAND_PCT, COVERAGE_K * _rms([r.loo_error_pct for r in own]))
         reasons = [f"leave-one-out residuals of the {fam} rows: {', '.join(r.id for r in own)}"]
+        short = [f"leave-one-out residuals of the {len(own)} {fam} rows"]
     elif own:
         pct = max(MIN_BAND_PCT, COVERAGE_K * max(abs(own[0].loo_error_pct), table_rms))
         reasons = [f"the leave-one-out residual of {own[0].id}, the one {fam} row, at least the table's RMS"]
+        short = [f"the one {fam} row's leave-one-out residual, at least the table's RMS"]
     elif [r for r in rows if r.fitted and r.lofo_error_pct is not None]:
         lofo = [r for r in rows if r.fitted and r.lofo_error_pct is not None]
         families = sorted({r.family for r in lofo})
         pct = max(MIN_BAND_PCT, COVERAGE_K * _rms([r.lofo_error_pct for r in lofo]))
         reasons = [f"leave-one-family-out residuals of the {len(families)} calibrated families "
                    f"({', '.join(families)})", f"no calibration row of the {fam} family"]
+        short = [f"leave-one-family-out residuals of {len(families)} families", f"no {fam} row"]
     else:
         near = sorted([r for r in rows if r.fitted] or rows, key=distance)[:NEAREST]
         pct = max(MIN_BAND_PCT, COVERAGE_K * _rms([r.loo_error_pct for r in near]), COVERAGE_K * table_rms)
         pct *= NEW_FAMILY_FACTOR
         reasons = [f"leave-one-out residuals of {', '.join(r.id for r in near)} and of the whole table",
                    f"no calibration row of the {fam} family"]
+        short = [f"residuals of the {len(near)} nearest rows and the table", f"no {fam} row"]
     if own and ipu and ipu not in {r.ipu for r in own}:
         # Another generation usually ran another SDK: add the spread the same configuration shows across
         # frameworks and SDKs (SOFTWARE_SPREAD_PCT) to the widened band.
         pct = math.hypot(pct * GENERATION_FACTOR, SOFTWARE_SPREAD_PCT)
         reasons.append(f"no {fam} calibration row on {ipu}")
+        short.append(f"no {fam} row on {ipu}")
     if point is not None:
-        return _small_micro_batch_floor(rows, micro_batch, _reach_band(rows, point, pct, reasons))
+        return _small_micro_batch_floor(rows, micro_batch, _reach_band(rows, point, pct, reasons, short))
     largest = max(r.ipus for r in rows)
     if ipus > largest:
         doublings = _log2(ipus, largest)
         pct *= 1 + SIZE_FACTOR * doublings
         reasons.append(f"{ipus} IPUs, larger than any calibration row ({largest})")
+        short.append(f"{ipus} IPUs, beyond the table's {largest}")
     for name, value, seen in (("micro-batch", micro_batch, [r.micro_batch for r in rows]),
                               ("gradient accumulation", grad_accum, [r.grad_accum for r in rows])):
         if value < min(seen) / 2 or value > 2 * max(seen):
             pct *= RANGE_FACTOR
             reasons.append(f"{name} {value} outside the calibration's {min(seen)}..{max(seen)}")
-    return _small_micro_batch_floor(rows, micro_batch, Band(pct, tuple(reasons)))
+            short.append(f"{name} {value} outside {min(seen)}..{max(seen)}")
+    return _small_micro_batch_floor(rows, micro_batch, Band(pct, tuple(reasons), tuple(short)))
 
 
 def _small_micro_batch_floor(rows: Sequence[Residual], micro_batch: int, band: Band) -> Band:
@@ -162,27 +171,31 @@ def _small_micro_batch_floor(rows: Sequence[Residual], micro_batch: int, band: B
         return band
     reason = (f"micro-batch {micro_batch}, below every fitted row's ({min(fitted)}): at least twice the largest "
               f"unexplained error, {worst.loo_error_pct:+.0f}% of {worst.id}")
-    return dataclasses.replace(band, pct=floor, reasons=(*band.reasons, reason))
+    short = f"micro-batch {micro_batch}: at least twice the largest unexplained error ({worst.loo_error_pct:+.0f}%)"
+    return dataclasses.replace(band, pct=floor, reasons=(*band.reasons, reason), summary=(*band.summary, short))
 
 
-def _reach_band(rows: Sequence[Residual], point: Point, pct: float, reasons: List[str]) -> Band:
+def _reach_band(rows: Sequence[Residual], point: Point, pct: float, reasons: List[str], short: List[str]) -> Band:
     """Widen ``pct`` with the distance of ``point`` from the nearest row; floor an extrapolation."""
     row, d = nearest(rows, point)
     if row is None:
-        return Band(pct, tuple(reasons))
+        return Band(pct, tuple(reasons), tuple(short))
     if d <= 0:
         reasons.append(f"within the reach of {row.id}")
-        return Band(pct, tuple(reasons), nearest=row.id)
+        short.append("within a row's reach")
+        return Band(pct, tuple(reasons), tuple(short), nearest=row.id)
     pct *= 1 + GROWTH * d
     reasons.append(f"{d:.1f} reach-widths beyond the nearest row, {row.id}")
+    short.append(f"{d:.1f} reach-widths beyond the nearest row")
     axes = outside_axes(rows, point)
     if not axes:
-        return Band(pct, tuple(reasons), nearest=row.id, distance=d)
+        return Band(pct, tuple(reasons), tuple(short), nearest=row.id, distance=d)
     words = describe(rows, point, axes)
     floor, outside = extrapolation_floor(rows)
     if floor > pct:
         pct = floor
         reasons.append(f"at least the largest leave-one-out error of the rows outside the others' reach "
                        f"({', '.join(r.id for r in outside)})")
+        short.append("at least the worst error where rows extrapolated")
     reasons.append(f"extrapolated: {words}")
-    return Band(pct, tuple(reasons), extrapolated=words, nearest=row.id, distance=d)
+    return Band(pct, tuple(reasons), tuple(short), extrapolated=words, nearest=row.id, distance=d)

@@ -95,7 +95,7 @@ def _recipe(name: str) -> Any:
 
 def _calibrate(args: argparse.Namespace, measurements: Sequence[Any], recipes: Sequence[Any], target: Path,
                raw: List[str]) -> int:
-    from ipuexp.calibration import load_rows, unpredicted
+    from ipuexp.calibration import HF_EXTRA, load_rows, needs_extra, unpredicted
     from ipuexp.calibration.user import MeasuredRow, NameTaken, UserCalibration, free_name, save
     from ipuexp.fitting.refit import FitFailed, refit
     from ipuexp.commands.validate_config import load_config
@@ -108,7 +108,11 @@ def _calibrate(args: argparse.Namespace, measurements: Sequence[Any], recipes: S
     cfg = load_config()
     rows = load_rows()
     rows = [r for r in rows if r.id not in {row.id for row, _ in unpredicted(rows)}]
-    cases = prepare(rows, cfg.cache_dir)
+    missing = needs_extra(rows)
+    if missing:
+        console.print(f"left out: {len(missing)} shipped rows are model.name=hf and need the hf extra ({HF_EXTRA}): "
+                      f"{', '.join(r.id for r in missing)}", markup=False)
+    cases = prepare([r for r in rows if r not in missing], cfg.cache_dir)
     replaced = {n: float(getattr(cases[0].plan.rates.calibration, n)) for n in FITTED}
     mine, left = prepare_measured(measurements, replaced, keep_outliers=args.keep_outliers)
     for m, why in left:

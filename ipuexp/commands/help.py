@@ -3,16 +3,17 @@ the terminal (Hydra's own help, one flag away with ``--hydra-help``, opens with 
 the whole config)."""
 from __future__ import annotations
 
-import shutil
 import textwrap
 from typing import List
 
 USAGE = [
     ("python -m ipuexp +recipe=bert_large", "one run of a published configuration"),
     ("python -m ipuexp -m +recipe=bert_large options.gradient_accumulation=256,1024", "a sweep (one run per point)"),
-    ("python -m ipuexp model=hf model.hf.config=bert-base-uncased", "a Transformers model"),
+    ("python -m ipuexp model=hf model.hf.config=bert-base-uncased", "a Transformers model (the hf extra)"),
+    ("python -m ipuexp model.name=custom model.target=my_model:build", "your own model (my_model.py's build())"),
 ]
 COMMANDS = [
+    ("python -m ipuexp.poptorch --system pod4 train.py -- OVERRIDES", "your PopTorch script, unchanged"),
     ("python -m ipuexp.plan +recipe=NAME system=pod64", "the fastest configuration that fits"),
     ("python -m ipuexp.recipes list|import FILE", "Graphcore's and Optimum's configurations as recipes"),
     ("python -m ipuexp.report EXPERIMENT", "a sweep's table and charts, read back from MLflow"),
@@ -34,7 +35,9 @@ def groups() -> List[tuple]:
 
 
 def text(width: int = 0) -> str:
-    width = width or shutil.get_terminal_size((100, 24)).columns
+    from ipuexp.terminal_table import MIN_WIDTH, terminal_width
+
+    width = width or max(terminal_width(), MIN_WIDTH)  # a pipe without $COLUMNS: 80, as every other output
     out = [textwrap.fill("python -m ipuexp: emulate IPU training of one configuration (or a sweep with -m) and "
                          "record it in MLflow.", width), "", "Usage:"]
 

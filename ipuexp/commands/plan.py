@@ -39,15 +39,39 @@ def settings_of(overrides: List[str]):
     return check(OmegaConf.to_object(cfg))
 
 
+def wrap(text: str) -> str:
+    """A line of the plan's end, between words at the terminal's width; a path stays whole, on a line of its own if
+    need be."""
+    import textwrap
+
+    from ipuexp.terminal_table import MIN_WIDTH, terminal_width
+
+    return textwrap.fill(text, max(terminal_width(), MIN_WIDTH), subsequent_indent="    ", break_long_words=False,
+                         break_on_hyphens=False)
+
+
+def _plain(text: str) -> str:
+    """Docstring text as a terminal shows it: without reST's ``code`` and :role:`name` marks."""
+    import re
+
+    return re.sub(r"(:\w+:)?`+([^`]+)`+", r"\2", text)
+
+
 def parse(argv: List[str]) -> argparse.Namespace:
     import textwrap
 
     from ipuexp.plan.settings import documented_keys
+    from ipuexp.terminal_table import MIN_WIDTH, terminal_width
 
+    width = max(terminal_width(), MIN_WIDTH)
+    description = textwrap.fill(_plain(" ".join(__doc__.split("\n\n")[0].split())), width)
     lines = ["plan.* keys (plan.KEY=VALUE; default in brackets):"]
     for key, default, doc in documented_keys():
-        lines += textwrap.wrap(f"{key} [{default}]: {doc}", width=100, initial_indent="  ", subsequent_indent="      ")
-    parser = argparse.ArgumentParser(prog="python -m ipuexp.plan", description=__doc__.splitlines()[0],
+        lines += textwrap.wrap(_plain(f"{key} [{default}]: {doc}"), width=width, initial_indent="  ",
+                               subsequent_indent="      ", break_on_hyphens=False)
+    # argparse wraps the usage and the flags' help to $COLUMNS; the description and the keys are wrapped here.
+    os.environ.setdefault("COLUMNS", str(width))
+    parser = argparse.ArgumentParser(prog="python -m ipuexp.plan", description=description,
                                      epilog="\n".join(lines), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="+recipe=NAME, config overrides, plan.KEY=VALUE")
     parser.add_argument("--write-recipe", metavar="NAME", help="write the best configuration as recipe NAME "
@@ -121,17 +145,17 @@ def _plan(args: argparse.Namespace, base: Any, settings: Any, run: Any) -> int:
 
     folder = run_folder(settings.out_dir)
     paths = write_outputs(result, top, rejected, folder)
-    print(f"Wrote {paths['plan'].name} and {paths['pareto'].name} to {folder}{os.sep}")
+    print(wrap(f"Wrote {paths['plan'].name} and {paths['pareto'].name} to {folder}{os.sep}"))
     shortfall = None if top else shortfall_line(ranking.closest(result.result.outcomes), result)
     if args.write_recipe and top:
         from ipuexp.plan.recipe import write_best_recipe
 
         path = write_best_recipe(result, top[0], args.write_recipe, overwrite=args.overwrite)
         paths["recipe"] = path
-        print(f"Wrote recipe {path}: run it with python -m ipuexp +recipe={args.write_recipe}")
+        print(wrap(f"Wrote recipe {path}: run it with python -m ipuexp +recipe={args.write_recipe}"))
     if run is not None:
         run.finish(result, top, paths, failure=shortfall)
-        print(f"MLflow run {run.run_id} in experiment {run.experiment_name!r} (see it with mlflow ui)")
+        print(wrap(f"MLflow run {run.run_id} in experiment {run.experiment_name!r} (see it with mlflow ui)"))
     if shortfall:
         return fail("ipuexp.plan", f"{shortfall}", EXIT_INFEASIBLE)
     return 0

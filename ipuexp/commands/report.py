@@ -32,18 +32,22 @@ def parse(argv: List[str]) -> argparse.Namespace:
 
 def _say(text: str) -> None:
     """A line of the report, broken between words at the terminal's width."""
-    import shutil
-    import textwrap
+    from ipuexp.terminal_table import wrap
 
-    print(textwrap.fill(text, width=shutil.get_terminal_size((100, 24)).columns, subsequent_indent="    ",
-                        break_long_words=False, break_on_hyphens=False))
+    print(wrap(text))
+
+
+def _folder(name: str) -> str:
+    """The subfolder of one kind of run: what sets it apart (``experiment [hf:bert-large-uncased]``)."""
+    label = name[name.index("[") + 1:-1] if name.endswith("]") and "[" in name else name
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in label.replace(", ", "_"))
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse(list(sys.argv[1:] if argv is None else argv))
     from ipuexp.report.predicted_vs_measured import (calibration_warning, measured_points, plot_measured, print_measured,
                                         under_calibration)
-    from ipuexp.report.sweep import ReportError, print_table, write_csv
+    from ipuexp.report.sweep import ReportError, comparable, print_table, write_csv
     from ipuexp.report.sweep_load import load
     from ipuexp.report.sweep_plots import draw_all
     from ipuexp.config.checks import check_uri_or_env, check_writable
@@ -68,9 +72,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     mixed = calibration_warning(sweep)
     if mixed:  # before the tables: every figure below compares predictions
         _say(mixed)
-    print_table(sweep)
+    sets = comparable(sweep)
+    if len(sets) > 1:
+        _say(f"{len(sets)} kinds of run, each compared within itself (another model, or packed sequences counted "
+             f"per sequence, is not the same configuration): "
+             + "; ".join(f"{s.experiment[len(sweep.experiment) + 2:-1]} ({len(s.points)} "
+                         f"{'run' if len(s.points) == 1 else 'runs'}, in {_folder(s.experiment)}/)" for s in sets))
     try:
-        written = [write_csv(sweep, out / "sweep.csv"), *draw_all(sweep, out)]
+        written = []
+        for part in sets:
+            print_table(part)
+            where = out / _folder(part.experiment) if len(sets) > 1 else out
+            written += [write_csv(part, where / "sweep.csv"), *draw_all(part, where)]
         if any(p.measured is not None or p.measured_memory is not None for p in sweep.points):
             print_measured(sweep)
             if any(p.ipu_measured is not None for p in measured_points(sweep)):
@@ -79,7 +92,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return fail("ipuexp.report", f"--out={str(out)!r}: writing failed ({err.strerror or err})", EXIT_FAILED)
     import os
 
-    _say(f"Wrote {', '.join(Path(p).name for p in written)} to {out}{os.sep}")
+    names = [str(Path(p).relative_to(out)) for p in written]
+    _say(f"Wrote {', '.join(dict.fromkeys(names))} to {out}{os.sep}")
     return 0
 
 

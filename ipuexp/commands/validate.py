@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ipuexp.calibration import CALIBRATION_DIR, load_rows, unpredicted
+from ipuexp.calibration import CALIBRATION_DIR, HF_EXTRA, load_rows, needs_extra, unpredicted
 from ipuexp.fitting.fit import FITTED, MODES, fit, held_out_modes, predict, prepare, rounded
 from ipuexp.commands.validate_config import ValidateConfig, load_config
 from ipuexp.commands.validate_notes import calibration_block, plot, priors, write_block
@@ -37,7 +37,9 @@ def residual_rows(report: Report) -> List[Any]:
             if o.loo_error is not None]
 
 
-def run(cfg: ValidateConfig, refit: bool = False) -> Report:
+def run(cfg: ValidateConfig, refit: bool = False, complete: bool = False) -> Report:
+    """``complete``: every row must run (the gates of ``--check``, the constants of ``--fit``), so rows that need
+    the hf extra are an error rather than reported as not run."""
     from ipuexp.calibration.band import error_band
 
     rows = load_rows(Path(cfg.csv).expanduser().resolve() if cfg.csv else None)
@@ -47,6 +49,11 @@ def run(cfg: ValidateConfig, refit: bool = False) -> Report:
     rows = [r for r in rows if r.id not in cfg.exclude]
     skipped = unpredicted(rows)
     rows = [r for r in rows if r.id not in {row.id for row, _ in skipped}]
+    missing = needs_extra(rows)
+    if missing and complete:
+        raise ValueError(f"{len(missing)} calibration rows are model.name=hf and need the hf extra, which gates and "
+                         f"fits need every row of: {HF_EXTRA}")
+    rows = [r for r in rows if r not in missing]
     all_cases = prepare(rows, cfg.cache_dir)
     cases = [c for c in all_cases if c.row.id not in cfg.unexplained]
     configured = {n: float(getattr(all_cases[0].plan.rates.calibration, n)) for n in FITTED}
@@ -55,7 +62,7 @@ def run(cfg: ValidateConfig, refit: bool = False) -> Report:
     outcomes = [Outcome(c.row, predict(c, constants), point=c.point) for c in cases]
     outside = [Outcome(c.row, predict(c, constants), point=c.point, unexplained=cfg.unexplained[c.row.id])
                for c in all_cases if c.row.id in cfg.unexplained]
-    report = Report(outcomes + outside, constants, unpredicted=skipped)
+    report = Report(outcomes + outside, constants, unpredicted=skipped, needs_extra=missing)
     for o in outside:  # in no fit: every prediction of it is held out
         o.held_out = {mode: o.predicted for mode in MODES[1:]}
     if cfg.leave_one_out and len(cases) > 1:
@@ -89,7 +96,7 @@ def print_report(report: Report, cfg: ValidateConfig) -> None:
         band = "-" if o.band is None else f"±{o.band:.0f}%" + ("" if o.in_band is None else " ✓" if o.in_band else " ✗")
         rows.append((o.row.id + (" *" if o.unexplained else ""), f"{o.predicted:,.0f}", f"{o.row.published:,.0f}",
                      _pct(o.error), *(_pct(o.mode_error(m)) for m in MODES[1:]), band))
-    console = terminal_console()
+    console = terminal_console(highlight=False)
     # Row names fold; the figures, the band with its ✓ or ✗ included, stay whole (ipuexp.terminal_table).
     Table([Column("row", figure=False), *(Column(h, figure=True) for h in ("pred", "publ", "error", "LOO", "LOFO",
                                                                             "LOSO", "band"))],
@@ -110,6 +117,10 @@ def print_report(report: Report, cfg: ValidateConfig) -> None:
             console.print(f"not fitted: {o.row.id} ({o.error:+.1f}%): {o.unexplained}")
     for row, why in report.unpredicted:
         console.print(f"not predicted: {row.id} (published {row.published:,.0f}): {why}")
+    if report.needs_extra:
+        console.print(f"not run: {len(report.needs_extra)} rows are model.name=hf and need the hf extra "
+                      f"({HF_EXTRA}): {', '.join(r.id for r in report.needs_extra)}; the gates below judge the "
+                      f"other rows", markup=False)
     for name, ok in gates(report, cfg).items():
         console.print(f"gate {'passes' if ok else 'fails'}: {name}")
     consts = []
@@ -143,7 +154,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.no_loo:
         cfg.leave_one_out = False
     try:
-        report = run(cfg, refit=args.fit)
+        report = run(cfg, refit=args.fit, complete=args.check or args.fit)
     except (FileNotFoundError, ValueError, KeyError) as err:
         return fail("ipuexp.validate", str(err), EXIT_BAD_INPUT)
     print_report(report, cfg)

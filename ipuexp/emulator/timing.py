@@ -245,8 +245,9 @@ def figures(a: StepAnalysis) -> ThroughputFigures:
         b["all_reduce"] = x.all_reduce * k
         b["idle"] = max(0.0, step - sum(b.values()))
         per_ipu.append(b)
-        # Busy: anything but waiting. Bubble: waiting inside the pipeline phase (ramps, imbalance, input).
-        utilisation.append(1.0 - b["idle"] / step if step else 0.0)
+        # Busy: computing or exchanging, not idle and not waiting for the host (a host call, input and output
+        # streams: the chart's host IO). Bubble: waiting inside the pipeline phase (ramps, imbalance, input).
+        utilisation.append(1.0 - (b["idle"] + b["host_io"]) / step if step else 0.0)
         bubbles.append(max(0.0, a.pipeline.time_s - sum(x.pipeline.values())) * k / step if step else 0.0)
     n = len(per_ipu)
     breakdown = {k: sum(b[k] for b in per_ipu) / n for k in keys}

@@ -57,6 +57,8 @@ class Report:
     """mode -> left-out group -> constants."""
     unpredicted: List[Tuple[Row, str]] = field(default_factory=list)
     """Rows of the table the engine cannot predict yet, with the reason (reported, not fitted)."""
+    needs_extra: List[Row] = field(default_factory=list)
+    """Rows of ``model.name: hf`` left out because Transformers (the hf extra) is not installed."""
 
     @property
     def fitted(self) -> List[Outcome]:

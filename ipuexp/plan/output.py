@@ -16,23 +16,40 @@ CONVERGED = 0.01
 """A sampler that improved the best by more than this over the last quarter of its budget had not converged."""
 
 
+RUN_ONLY = {"device_iterations": 0, "instances": 0, "prefetch": 0}
+"""Options that change how the host feeds a configuration, not the configuration: a table row stands for its
+variants in these (the best ranked shown), so that five rows are five configurations."""
+
+
+RESOLUTION = 0.001
+"""Predictions this close (0.1%: the table's four or five significant digits) are the same answer."""
+
+
 def distinct(outcomes: List[Outcome], n: int, recipe: Optional[Candidate] = None) -> List[Outcome]:
-    """The first ``n`` outcomes with distinct predictions (candidates the model cannot tell apart, such as
-    variants in device iterations that change nothing, are shown once: the one changing the fewest options)."""
+    """The first ``n`` outcomes (ranked) that are distinct configurations: candidates the table cannot tell apart
+    (the same samples/s, band, fullest tile and IPU as shown) are shown once, as the one changing the fewest
+    options; then the variants of one configuration in ``RUN_ONLY`` options are shown once, as the simplest of
+    those within ``RESOLUTION`` of its best."""
+    from dataclasses import replace
+
+    def key(o: Outcome) -> Any:
+        return (o.status, f"{o.samples_per_s:,.0f}", lower_text(o), human(o.peak_tile_bytes), human(o.peak_ipu_bytes))
+
     groups: Dict[Any, Outcome] = {}
     for o in outcomes:
-        key = (round(o.samples_per_s, 1), o.peak_tile_bytes, o.status)
-        cur = groups.get(key)
+        cur = groups.get(key(o))
         if cur is None or (recipe is not None and len(differences(o.candidate, recipe))
                            < len(differences(cur.candidate, recipe))):
-            groups[key] = o
-    out, seen = [], set()
-    for o in outcomes:
-        key = (round(o.samples_per_s, 1), o.peak_tile_bytes, o.status)
-        o = groups[key]
-        if key not in seen:
-            seen.add(key)
-            out.append(o)
+            groups[key(o)] = o
+    shown = [o for o in (groups.pop(key(o), None) for o in outcomes) if o is not None]
+    variants: Dict[Candidate, List[Outcome]] = {}
+    for o in shown:
+        variants.setdefault(replace(o.candidate, **RUN_ONLY), []).append(o)
+    out: List[Outcome] = []
+    for same in variants.values():  # in rank order of each configuration's best variant
+        # Variants within the table's resolution of the best are one answer: the simplest of them is shown.
+        close = [o for o in same if o.score >= same[0].score * (1 - RESOLUTION)]
+        out.append(min(close, key=lambda o: len(differences(o.candidate, recipe)) if recipe is not None else 0))
         if len(out) == n:
             break
     return out
@@ -125,20 +142,27 @@ def print_plan(plan: Plan, top: List[Outcome], rejected: List[Outcome], console:
     console.print(wrapped(
         "at worst: the prediction at the far end of its error band (samples/s / (1 + band))" + ("; the table ranks by it (plan.rank=point ranks by the "
                                                        "prediction)" if by_lower else "")
-        + "; *: extrapolated, no calibration row reaches it", width, 0), soft_wrap=True)
+        + "; *: extrapolated, no calibration row reaches it; a row stands for its variants in device iterations, "
+          "PopRun instances and prefetch depth (the best shown)", width, 0), soft_wrap=True)
     if top and baseline.status == FITS:
         best = top[0]
         console.print(wrapped(
             f"Best against the {label}: {_ratio(best.samples_per_s, baseline.samples_per_s)} predicted, "
-            f"{_ratio(best.score, baseline.score)} at worst. Evidence: "
+            f"{_worst_claim(best, baseline, label)}. Evidence: "
             + (f"extrapolated ({best.extrapolated})" if best.extrapolated else _evidence(best)), width, 0),
             soft_wrap=True)
     if scaled is not None:
         used = r.candidate.layout.ipus * r.candidate.replicas
+        sc = scaled.candidate
+        how = (f"on all {p.num_ipus} IPUs by data parallelism" if sc.replicas != p.recipe.replicas else
+               f"at the global batch of {p.global_batch:,}")
+        if sc.replicas != p.recipe.replicas and sc.global_batch != p.recipe.global_batch:
+            how += f", at the global batch of {p.global_batch:,}"
+        published = (f"uses {used} of the {p.num_ipus} IPUs" if used < p.num_ipus else
+                     f"has a global batch of {p.recipe.global_batch:,}")
         console.print(wrapped(
-            f"scaled: the recipe on all {p.num_ipus} IPUs by data parallelism ({changes_text(scaled.candidate, p.recipe)}"
-            f"). The recipe as published uses {used} of the {p.num_ipus} IPUs: {_figure(r)}.", width, 0),
-            soft_wrap=True)
+            f"scaled: the recipe {how} ({changes_text(sc, p.recipe)}). The recipe as published {published}: "
+            f"{_figure(r)}.", width, 0), soft_wrap=True)
     elif baseline.status not in (FITS, OOM):
         console.print(wrapped(f"recipe: {baseline.reason}", width, 0), soft_wrap=True)
     if top:
@@ -154,6 +178,18 @@ def print_plan(plan: Plan, top: List[Outcome], rejected: List[Outcome], console:
             speed = f"{o.samples_per_s:,.0f} samples/s: " if o.status == OOM else ""
             console.print(wrapped(f"{speed}{o.reason}", width, 2), soft_wrap=True)
             console.print(wrapped(changes_text(o.candidate, p.recipe), width, 6), soft_wrap=True)
+
+
+def _worst_claim(best: Outcome, baseline: Outcome, label: str) -> str:
+    """The best against the baseline at the lower ends of their bands; a gain is claimed only when the best's
+    lower end is above the baseline's own prediction (else the band allows the best to be the slower)."""
+    if best.band_pct is None or baseline.band_pct is None:
+        return f"{_ratio(best.score, baseline.score)} by the ranking"
+    worst = lower_end(best.samples_per_s, best.band_pct)
+    if worst < baseline.samples_per_s:
+        return (f"but at worst {worst:,.0f} samples/s, below the {label}'s own prediction "
+                f"({baseline.samples_per_s:,.0f}): its band (±{best.band_pct:.0f}%) does not rule out a loss")
+    return f"{_ratio(worst, lower_end(baseline.samples_per_s, baseline.band_pct))} at worst"
 
 
 def _ratio(a: float, b: float) -> str:

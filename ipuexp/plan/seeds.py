@@ -18,18 +18,21 @@ from ipuexp.plan.candidate import Candidate, Layout
 
 
 def scaled_recipe(p: sp.Problem) -> Optional[Candidate]:
-    """The recipe run on the whole system by data parallelism at the same global batch: replicas times the
-    factor that fills the system, gradient accumulation divided by it. None when the recipe already fills the
-    system, the factor does not divide its gradient accumulation, or replicas are fixed."""
+    """The recipe on the whole system by data parallelism at the problem's global batch: replicas times the factor
+    that fills the system (unless replicas are fixed), and the gradient accumulation that keeps the global batch
+    (``plan.global_batch``, else the recipe's). None when that is the recipe itself, or when no whole gradient
+    accumulation gives the global batch."""
     r = p.recipe
     used = r.layout.ipus * r.replicas
-    if "replicas" in p.fixed or used >= p.num_ipus or p.num_ipus % used:
+    k = p.num_ipus // used if "replicas" not in p.fixed and used < p.num_ipus and p.num_ipus % used == 0 else 1
+    per_pass = r.micro_batch * r.replicas * k
+    if p.global_batch % per_pass:
         return None
-    k = p.num_ipus // used
-    if r.grad_accum % k:
+    ga = p.global_batch // per_pass
+    if k == 1 and ga == r.grad_accum:
         return None
     instances = r.instances if (r.replicas * k) % r.instances == 0 else 1
-    return replace(r, replicas=r.replicas * k, grad_accum=r.grad_accum // k, instances=instances)
+    return replace(r, replicas=r.replicas * k, grad_accum=ga, instances=instances)
 
 
 @lru_cache(maxsize=None)

@@ -4,7 +4,22 @@ script calls or compiles is captured as PopTorch splits it and predicted on the 
 report of ``python -m ipuexp``, an MLflow run); every call then computes real numerics on the host."""
 from __future__ import annotations
 
-from ipuexp.poptorch import _impl, optim
+import sys as _sys
+
+
+def _run_as_command() -> bool:
+    """Whether this import is ``python -m ipuexp.poptorch`` locating its ``__main__`` (``sys.argv[0]`` is ``-m``
+    until then)."""
+    argv = getattr(_sys, "orig_argv", [])
+    return _sys.argv[:1] == ["-m"] and "-m" in argv[:-1] and argv[argv.index("-m") + 1] == __name__
+
+
+if _run_as_command():
+    from ipuexp.poptorch.command_line import answer_early
+
+    answer_early(_sys.argv[1:])
+
+from ipuexp.poptorch import _impl, optim  # noqa: E402  (torch: after the command line's early answers)
 from ipuexp.poptorch.arg_parsers import ICustomArgParser, registerCustomArgParser
 from ipuexp.poptorch.blocks import Block, BeginBlock, BlockFunction, removeBlocks
 from ipuexp.poptorch.dataloader import AsynchronousDataAccessor, DataLoader
@@ -12,7 +27,7 @@ from ipuexp.poptorch.enums import (AutoStage, ConnectionType, DataLoaderMode, Ha
                                    MatMulSerializationMode, MeanReductionStrategy, OutputMode, OverlapMode,
                                    ReductionType, SharingStrategy, SyncPattern)
 from ipuexp.poptorch.errors import Error, UnsupportedError
-from ipuexp.poptorch.executables import load
+from ipuexp.poptorch.executable_load import load
 from ipuexp.poptorch.executor import (PoplarExecutor, inferenceModel, registerPostCompileHook,
                                       registerPreCompileHook, trainingModel)
 from ipuexp.poptorch.ops import (identity_loss, ipu_print_tensor, isRunningOnIpu, nop, recomputationCheckpoint,

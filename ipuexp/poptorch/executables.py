@@ -1,10 +1,10 @@
 """PopTorch's executable files: ``PoplarExecutor.compileAndExport`` / ``save`` write what rebuilds the executor (its
 options, whether it trains, its optimizer and, with ``export_model=True``, the model itself: ipuexp compiles from
-the model, so an executable is the model and its options); ``poptorch.load`` rebuilds it, and ``loadExecutable``
-checks a file against an executor built in Python."""
+the model, so an executable is the model and its options); ``poptorch.load`` (``executable_load``) rebuilds it, and
+``loadExecutable`` checks a file against an executor built in Python."""
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 
@@ -27,20 +27,6 @@ def _read(filename: str) -> dict:
     if not isinstance(data, dict) or data.get("kind") != _KIND:
         raise Error(f"{filename} is not a PopTorch executable written by compileAndExport or save")
     return data
-
-
-def load(filename: str, edit_opts_fn: Optional[Callable[[Any], None]] = None) -> Any:
-    """The executor ``filename`` was exported from, ready to run (it compiles at its first call)."""
-    from ipuexp.poptorch.executor import PoplarExecutor
-
-    data = _read(filename)
-    if data["model"] is None:
-        raise Error(f"{filename} was exported with export_model=False: build the model in Python and call "
-                    "loadExecutable on it")
-    options = data["options"]
-    if edit_opts_fn is not None:
-        edit_opts_fn(options)
-    return PoplarExecutor(data["model"], options, data["training"], data["optimizer"])
 
 
 def check(executor: Any, filename: str) -> None:

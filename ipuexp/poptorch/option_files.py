@@ -4,6 +4,7 @@ the ``POPTORCH_DEFAULT_OPTIONS`` environment variable, read by every new ``Optio
 "connectionType": "ConnectionType.OnDemand"}``: a list is the setter's arguments, ``Enum.Member`` an enum value)."""
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from typing import Any
@@ -18,7 +19,8 @@ class ConfigFileError(Error):
 def load_file(options: Any, filepath: str) -> None:
     """Run each line of ``filepath`` as a call on ``options`` (``deviceIterations(4)``), with ``poptorch`` in
     scope; blank lines and ``#`` comments are skipped. A syntax error names its line."""
-    import ipuexp.poptorch as poptorch
+    # The package the script imported, looked up at call time: this module sits below it.
+    poptorch = importlib.import_module("ipuexp.poptorch")
 
     with open(filepath) as f:
         lines = [line.strip() for line in f]
@@ -32,7 +34,7 @@ def load_file(options: Any, filepath: str) -> None:
 
 
 def _enum(value: Any) -> Any:
-    from ipuexp.poptorch import enums
+    from ipuexp.poptorch import enums  # noqa: I001 (a module of the package, not the package)
 
     if isinstance(value, str) and value.count(".") == 1:
         kind, member = value.split(".")

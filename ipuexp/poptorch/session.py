@@ -52,6 +52,7 @@ class Session:
 
         self.predicted = True
         self.graph = graph
+        _end_progress_lines()
         cfg = self._base()
         given = {o.split("=", 1)[0].lstrip("+~") for o in self.command_line}
         script = {k: v for k, v in values.items() if not any(k == g or k.startswith(g + ".") for g in given)}
@@ -191,3 +192,22 @@ def current() -> Session:
     if not _current:
         _current.append(Session(standalone=True))
     return _current[-1]
+
+
+def _end_progress_lines() -> None:
+    """End the line of every progress bar the script has open (tqdm's): the prediction's report starts on a line
+    of its own, not after a bar's last frame, which ends in a carriage return and no newline."""
+    import sys
+
+    tqdm = sys.modules.get("tqdm")
+    ended = set()
+    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", None) or []):
+        fp = getattr(bar, "fp", None)
+        if fp is None or id(fp) in ended or getattr(bar, "disable", False):
+            continue
+        ended.add(id(fp))
+        try:
+            fp.write("\n")
+            fp.flush()
+        except (OSError, ValueError):  # a closed or broken stream: nothing to end
+            pass

@@ -22,6 +22,19 @@ def _si(x: float) -> str:
     return f"{x:.0f}"
 
 
+def _hanging(line: str, width: int) -> str:
+    """A report line wrapped with a hanging indent: a numbered remedy's continuation under its text, any other
+    indented line's 2 more than its start, a line at the margin's 4; figures stay whole."""
+    import re
+
+    from ipuexp.terminal_table import wrap
+
+    lead = len(line) - len(line.lstrip())
+    number = re.match(r"\d+\.\s+", line.lstrip())
+    hang = len(number.group(0)) if number else (2 if lead else 4)
+    return wrap(line.strip(), width, indent=lead, subsequent=hang)
+
+
 def run_line(run: RunFigures) -> str:
     """What ran: the batch, the replicas, and the IPUs used of the system's (with the overrides that use the rest)."""
     seq = f", sequence length {run.sequence_length}" if run.sequence_length else ""
@@ -84,7 +97,7 @@ def print_result(result: Result, console: Any = None) -> None:
                     title="Memory per IPU (fullest tile decides)")
         console.print(mem)
         for line in result.memory.report:
-            console.print(line, markup=False)
+            console.print(_hanging(line, console.width), markup=False, highlight=False, soft_wrap=True)
     t = result.throughput
     if t is not None:
         util = ", ".join(f"{u:.0%}" for u in t.utilisation)
@@ -92,16 +105,21 @@ def print_result(result: Result, console: Any = None) -> None:
         rate = f"{t.samples_per_s:,.0f} samples/s{band}"
         if t.sequences_per_s is not None:  # packed: a sample is a pack
             rate = f"{t.sequences_per_s:,.0f} sequences/s{band} ({t.samples_per_s:,.0f} packs/s)"
+        # Figures and signs as printed: rich's highlighter would colour the -7 of (+-7%) as a negative number.
         console.print(f"Throughput: {rate}, step {t.step_time_s * 1e3:,.2f} ms, "
-                      f"bubble {t.bubble_fraction:.1%}, IPU utilisation {util}")
-        reasons = [r for r in t.error_band_reasons if not r.startswith("extrapolated:")]
+                      f"bubble {t.bubble_fraction:.1%}, IPU utilisation {util}", markup=False, highlight=False)
+        # One short line; result.json's error_band_reasons name every calibration row behind it.
+        reasons = t.error_band_summary or [r for r in t.error_band_reasons if not r.startswith("extrapolated:")]
         if reasons:
-            console.print("Error band: " + "; ".join(reasons), markup=False)
+            console.print("Error band: " + "; ".join(reasons) + " (rows named in result.json)", markup=False,
+                          highlight=False)
         if t.extrapolated:
             console.print(f"Extrapolated: no calibration row reaches this configuration ({t.extrapolated}); the band "
-                          "covers how far off the model was where it extrapolated before", markup=False)
+                          "covers how far off the model was where it extrapolated before", markup=False,
+                          highlight=False)
         parts = sorted(t.breakdown.items(), key=lambda kv: -kv[1])
-        console.print("Step time: " + ", ".join(f"{k} {v / max(t.step_time_s, 1e-12):.1%}" for k, v in parts if v > 0))
+        console.print("Step time: " + ", ".join(f"{k} {v / max(t.step_time_s, 1e-12):.1%}" for k, v in parts if v > 0),
+                      markup=False, highlight=False)
     ms = result.measured
     if ms is not None:
         parts = []
@@ -112,7 +130,7 @@ def print_result(result: Result, console: Any = None) -> None:
         if ms.ipu_memory_bytes is not None and ms.memory_over_predicted is not None:
             parts.append(f"fullest IPU {human_bytes(ms.ipu_memory_bytes, 1, 'MiB')}, "
                          f"{ms.memory_over_predicted:.2f}x the prediction")
-        console.print("Measured: " + "; ".join(parts), markup=False)
+        console.print("Measured: " + "; ".join(parts), markup=False, highlight=False)
     f = result.functional
     if f is not None:
         acc = f", test accuracy {f.test_accuracy:.2f}%" if f.test_accuracy is not None else ""

@@ -30,6 +30,8 @@ COLOURS: Dict[str, str] = {
 LABELS = {"fwd": "forward", "recompute": "recompute", "bwd": "backward", "exchange": "exchange / sync",
           "host_io": "host IO", "all_reduce": "all-reduce", "weight_update": "weight update"}
 LETTERS = {"fwd": "F", "recompute": "R", "bwd": "B"}
+WAITING = ("host_io",)
+"""Categories in which an IPU waits (for the host): not busy, as in the console's IPU utilisation."""
 SUMMED_WIDTH = 0.1
 """Share of the chart's width each summed-up stretch takes."""
 MIN_SCALED_WIDTH = 0.15
@@ -110,22 +112,27 @@ def _draw_summed(ax, c: Columns, rows: Dict[int, int], part: Segment, scale: flo
     blank rest of the frame is idle time."""
     from matplotlib.patches import Rectangle
 
-    busy = shares(c, part)
+    share_of = shares(c, part)
     for ipu, row in rows.items():
         x = 0.0
         for cat in COLOURS:
-            share = busy.get(ipu, {}).get(cat, 0.0)
+            share = share_of.get(ipu, {}).get(cat, 0.0)
             if share > 0:
                 _bars(ax, np.array([x]), np.array([share]), [row], [(COLOURS[cat], 1)])
                 x += share
         ax.add_patch(Rectangle((0.0, row - 0.4), 1.0, 0.8, fill=False, edgecolor="0.35", linewidth=0.6))
-        ax.text(0.5, row, f"busy {min(x, 1.0):.0%}", ha="center", va="center", fontsize=FONT, color="0.1",
-                bbox=dict(facecolor="white", alpha=0.8, linewidth=0, pad=1.0))
+        ax.text(0.5, row, f"busy {_busy(share_of.get(ipu, {})):.0%}", ha="center", va="center", fontsize=FONT,
+                color="0.1", bbox=dict(facecolor="white", alpha=0.8, linewidth=0, pad=1.0))
     ax.set_xlim(-0.04, 1.04)
     ax.set_xticks([0.5], [f"{part.duration_s * scale:,.1f} {unit}"])
     ax.tick_params(axis="x", length=0, labelsize=7)
     ax.set_xlabel(part.label, fontsize=7, color="0.25")
     ax.set_facecolor("0.96")
+
+
+def _busy(share: Dict[str, float]) -> float:
+    """The share of a stretch an IPU computes or exchanges: neither idle nor waiting for the host."""
+    return min(1.0, sum(v for k, v in share.items() if k not in WAITING))
 
 
 def _break_marks(ax, left: bool, right: bool) -> None:
@@ -186,16 +193,19 @@ def gantt_figure(events: Union[Sequence[Event], EventRows], title: str = "") -> 
             ax.tick_params(axis="y", length=0)
         if n < len(parts) - 1:
             ax.spines["right"].set_visible(False)
-    axes[0].set_yticks(range(len(ipus)), [f"IPU {i}" for i in ipus])
+    # Beside each IPU its share of the whole step, the console's IPU utilisation; in a grey panel, of that stretch.
+    step = shares(c, Segment(0.0, end, True)) if end > 0 else {}
+    axes[0].set_yticks(range(len(ipus)), [f"IPU {i}\nbusy {_busy(step.get(i, {})):.0%}" for i in ipus])
     axes[0].set_ylim(len(ipus) - 0.5, -0.5)
     n = micro_batches(c)
-    fig.suptitle(f"{title or 'one step'} ({n:,} micro-batch{'es' if n != 1 else ''}, {end * scale:,.1f} {unit})",
-                 fontsize=10)
     present = [k for k in COLOURS if k in {c.kinds[i] for i in c.present("cat")}]
     handles = [Patch(color=COLOURS[k], label=LABELS[k]) for k in present]
     if any(p.summed for p in parts):  # a summed stretch: its frame's blank part
         handles.append(Patch(facecolor="white", edgecolor="0.35", label="idle (grey panels: time summed up, "
                                                                         "not to scale)"))
+    fig.suptitle(f"{title or 'one step'} ({n:,} micro-batch{'es' if n != 1 else ''}, {end * scale:,.1f} {unit})\n"
+                 "busy: computing or exchanging, not idle or waiting for host IO, beside each IPU of the whole step "
+                 "(the console's IPU utilisation), in a grey panel of its stretch", fontsize=9, linespacing=1.4)
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8, frameon=False)
     fig.get_layout_engine().execute(fig)  # the labels need each block's final width in pixels
     for ax, part, passes in scaled:

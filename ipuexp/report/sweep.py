@@ -126,6 +126,31 @@ def swept_options(points: List[Point]) -> List[str]:
     return [k for k in keys if any(varies(k, runs) for runs in sweeps.values())]
 
 
+def comparable(sweep: Sweep) -> List[Sweep]:
+    """``sweep`` split into sets of runs that compare: one model (a zoo model and a Transformers model of the same
+    keys are not the same model) and one unit (packed runs count sequences, and their samples are packs). One set
+    is ``sweep`` itself; each other set is named by what sets it apart (``bert_large``, ``hf:bert-large-uncased``,
+    ``bert_large, packed``)."""
+    groups: Dict[Any, List[Point]] = {}
+    for p in sweep.points:
+        groups.setdefault((p.params.get("model", "?"), p.sequences_per_s is not None), []).append(p)
+    if len(groups) == 1:
+        return [sweep]
+    return [Sweep(experiment=f"{sweep.experiment} [{model}{', packed' if packed else ''}]", points=points,
+                  options=swept_options(points), capacity=sweep.capacity)
+            for (model, packed), points in groups.items()]
+
+
+def sweep_numbers(points: List[Point]) -> Dict[str, str]:
+    """Run id -> which sweep it is a point of (``1``, ``2``... in order of the sweeps' first runs) or ``-`` for a run
+    of its own; empty when every point is of one sweep."""
+    order: List[Optional[str]] = list(dict.fromkeys(p.sweep_id for p in points))
+    if len(order) <= 1:
+        return {}
+    numbers = {sid: str(n) for n, sid in enumerate([s for s in order if s is not None], 1)}
+    return {p.run_id: "-" if p.sweep_id is None else numbers[p.sweep_id] for p in points}
+
+
 def pareto_front(points: List[Point]) -> List[Point]:
     """Points that fit and that no other fitting point beats on both throughput (higher) and peak memory (lower),
     by increasing memory."""
@@ -160,9 +185,10 @@ def table(sweep: Sweep) -> Any:
     import pandas as pd
 
     front = {p.run_id for p in pareto_front(sweep.points)}
+    sweeps = sweep_numbers(sweep.points)
     rows = []
     for p in sweep.points:
-        row: Dict[str, Any] = {"run": p.name}
+        row: Dict[str, Any] = {"run": p.name, **({"sweep": sweeps[p.run_id]} if sweeps else {})}
         for k in sweep.options:
             v = p.params.get(k)
             n = as_number(v)
@@ -202,6 +228,8 @@ def print_table(sweep: Sweep, console: Any = None) -> None:
     if len(set(short)) < len(short):
         short = list(sweep.options)
     names = [] if sweep.options else ["run"]  # nothing swept: the run names (their overrides) tell rows apart
+    if "sweep" in df:  # points of several sweeps, or runs of their own ("-") beside a sweep's
+        names = ["sweep", *names]
     bands = {b for b in df["error_band_pct"] if not pd.isna(b)}
     one_band = len(bands) == 1 and df["error_band_pct"].notna().all()
     unit = column_unit(df["peak_ipu_memory_bytes"].dropna(), largest="MiB")
@@ -215,9 +243,10 @@ def print_table(sweep: Sweep, console: Any = None) -> None:
         mem = "-" if pd.isna(row["peak_ipu_memory_bytes"]) else human_bytes(row["peak_ipu_memory_bytes"], 1, unit)
         pareto = str(numbers.get(row["run_id"], ""))
         seqs = ["-" if pd.isna(row["sequences_per_s"]) else f"{row['sequences_per_s']:,.1f}"] if packed else []
-        rows.append(([row["run"]] if names else []) + [_fmt(row[k]) for k in sweep.options]
+        rows.append([row[n] for n in names] + [_fmt(row[k]) for k in sweep.options]
                     + [fits, tput, *seqs, mem, pareto])
-    samples = f"samples/s (+-{bands.pop():.0f}%)" if one_band else "samples/s"
+    rate = "packs/s" if packed and df["sequences_per_s"].notna().all() else "samples/s"  # a packed sample is a pack
+    samples = f"{rate} (+-{bands.pop():.0f}%)" if one_band else rate
     # A swept value is right-aligned as the figures are; a list or a name folds after its separators.
     headers = [h.replace("_", " ") for h in [*names, *short]]
     initials = [_abbreviation(h) if len(h.split()) > 1 else None for h in headers]
@@ -227,8 +256,15 @@ def print_table(sweep: Sweep, console: Any = None) -> None:
     columns = swept + [Column("fits", figure=False, align="right"), Column(samples, figure=True),
                        *([Column("sequences/s", figure=True)] if packed else []),
                        Column("peak IPU memory", figure=True), Column("Pareto", figure=True)]
-    Table(columns, rows, title=f"{sweep.experiment}: {len(df)} configurations, swept: "
+    Table(columns, rows, title=f"{sweep.experiment}: {len(df)} configuration{'s' if len(df) != 1 else ''}, swept: "
                                f"{', '.join(sweep.options) or 'nothing'}").print(console)
+    if "sweep" in df and (df["sweep"] == "-").any():
+        from ipuexp.terminal_table import wrap
+
+        own = [r for r in df.itertuples() if r.sweep == "-"]
+        console.print(wrap("sweep -: a run of its own, not a point of a sweep (its overrides: "
+                           + "; ".join(r.run for r in own) + ")", console.width), markup=False, highlight=False,
+                      soft_wrap=True)
 
 
 def _abbreviation(header: str) -> str:

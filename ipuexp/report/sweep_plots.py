@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ipuexp.files import savefig_whole
 from ipuexp.report import label_placement
 from ipuexp.report.option_values import compact, is_integer, order, parse
-from ipuexp.report.sweep import Point, Sweep, pareto_front, pareto_numbers
+from ipuexp.report.sweep import Point, Sweep, pareto_front, pareto_numbers, sweep_numbers
 from ipuexp.units import MIB
 
 MAX_SERIES = 8
@@ -101,13 +101,16 @@ def throughput_vs_option(sweep: Sweep, key: str, path: Path) -> Path:
     the key (outside the sweeps that vary it) are left out."""
     from matplotlib.figure import Figure
 
-    points = [p for p in sweep.points if p.rate is not None and key in p.params]
+    # Sweep points only: a run of its own has the key among its parameters without sweeping it; each sweep is
+    # a series of its own.
+    points = [p for p in sweep.points if p.rate is not None and key in p.params and p.sweep_id is not None]
     others = [o for o in sweep.options if o != key]
     fig = Figure(figsize=(7, 4.5), layout="constrained")
     ax = fig.add_subplot()
+    sweeps = sweep_numbers(points)
 
     def series(p: Point) -> Tuple[str, ...]:
-        return tuple(compact(p.params.get(o)) for o in others)
+        return tuple(compact(p.params.get(o)) for o in others) + ((f"sweep {sweeps[p.run_id]}",) if sweeps else ())
 
     groups = [list(g) for _, g in groupby(sorted(points, key=series), key=series)]
     xs_all = option_axis(ax, [p.params[key] for p in points])
@@ -115,7 +118,8 @@ def throughput_vs_option(sweep: Sweep, key: str, path: Path) -> Path:
     for group in groups:
         group.sort(key=lambda p: x_of[p.run_id])
         xs, ys = [x_of[p.run_id] for p in group], [p.rate for p in group]
-        label = ", ".join(f"{_short(o)}={v}" for o, v in zip(others, series(group[0]))) or None
+        label = ", ".join([f"{_short(o)}={v}" for o, v in zip(others, series(group[0]))]
+                          + list(series(group[0])[len(others):])) or None
         if len(groups) <= MAX_SERIES:
             ax.plot(xs, ys, marker="o", label=label)
         else:

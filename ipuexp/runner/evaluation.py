@@ -60,6 +60,7 @@ def evaluate(exp: ExperimentConfig, cache_dir: Optional[str] = None) -> Evaluati
     if band is not None:
         throughput.error_band_pct = band.pct
         throughput.error_band_reasons = list(band.reasons)
+        throughput.error_band_summary = list(band.summary)
         throughput.extrapolated = band.extrapolated
     result = Result(recipe=exp.recipe, model=figures, fits=memory.fits, memory=memory, throughput=throughput)
     result.measured = measured_figures(exp, result)

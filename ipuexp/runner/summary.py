@@ -1,7 +1,6 @@
 """The end-of-sweep table: one line per point, best throughput first."""
 from __future__ import annotations
 
-import textwrap
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
@@ -109,11 +108,11 @@ LOG_PREFIX = len("[HYDRA] ")
 def log_lines(text: str) -> str:
     """``text`` broken between words to fit the terminal after Hydra's log prefix (continuations indented)."""
     import shutil
-    import textwrap
+
+    from ipuexp.terminal_table import wrap
 
     width = max(40, shutil.get_terminal_size((120, 24)).columns - LOG_PREFIX)
-    return "\n".join(textwrap.wrap(text, width=width, subsequent_indent="    ", break_on_hyphens=False,
-                                    break_long_words=False)) or text
+    return wrap(text, width) or text  # a figure keeps its unit on its line
 
 
 def shown(value: str) -> str:
@@ -268,14 +267,13 @@ def print_summary(outcomes: Sequence[Outcome], title: str = "Sweep", timing: str
     the sweeper's ``notes``, where the failed jobs' tracebacks are, and where the time went, all within the
     console's width (:mod:`ipuexp.terminal_table`): the table folds long keys, or becomes a record per point;
     the lines break between words (a long path or value stays whole on a line of its own)."""
-    from ipuexp.terminal_table import terminal_console
+    from ipuexp.terminal_table import terminal_console, wrap
 
     console = terminal_console()
     width = console.width
 
-    def say(text: str) -> None:
-        console.print(textwrap.fill(text, width=max(width, 40), subsequent_indent="    ", break_long_words=False,
-                                    break_on_hyphens=False), highlight=False, soft_wrap=True, markup=False)
+    def say(text: str) -> None:  # a figure keeps its unit on its line (553.8 KiB)
+        console.print(wrap(text, width), highlight=False, soft_wrap=True, markup=False)
 
     say(f"{title}: {headline(outcomes)}")
     if outcomes:

@@ -55,11 +55,15 @@ def write(study: Any, objectives: Sequence[str], path: Path,
         data = {**head, "solutions": [{"trial": t.number, "params": t.params, "values": t.values} for t in front]}
         top, source = None, "the fastest; the study's Pareto front below"
         arrows = ", ".join(f"{o} {'up' if d == 'maximize' else 'down'}" for o, d in zip(objectives, head["directions"]))
-        shown = [f"#{t.number} ({', '.join(_figure(o, v) for o, v in zip(objectives, t.values))})"
-                 for t in front[:PARETO_SHOWN]]
-        more = f" and {len(front) - PARETO_SHOWN} more" if len(front) > PARETO_SHOWN else ""
-        notes = [f"Pareto front of the study ({arrows}): {len(front)} trials, {'; '.join(shown)}{more} (all in "
-                 f"{path})"]
+        # Trials with the same values are one point of the front (a sampler may propose a point again).
+        points: Dict[Tuple[float, ...], List[int]] = {}
+        for t in front:
+            points.setdefault(tuple(t.values), []).append(t.number)
+        shown = [f"{', '.join(f'#{n}' for n in numbers)} ({', '.join(_figure(o, v) for o, v in zip(objectives, values))})"
+                 for values, numbers in list(points.items())[:PARETO_SHOWN]]
+        more = f" and {len(points) - PARETO_SHOWN} more" if len(points) > PARETO_SHOWN else ""
+        count = f"{len(front)} trials" + (f" at {len(points)} points" if len(points) < len(front) else "")
+        notes = [f"Pareto front of the study ({arrows}): {count}, {'; '.join(shown)}{more} (all in {path})"]
     path.parent.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(OmegaConf.create(data), path)
     return top, source, notes

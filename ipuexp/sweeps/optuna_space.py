@@ -48,7 +48,10 @@ def _distribution(override: Any) -> Any:
     from ipuexp.sweeps.optuna_checks import check_interval
 
     if not override.is_sweep_override():
-        return override.get_value_element_as_str()
+        # As the user wrote it (tracking.enabled=false, not Hydra's str() of the parsed bool, False): the job
+        # parses it again, and the summary echoes it.
+        line = override.input_line
+        return line.split("=", 1)[1] if line and "=" in line else override.get_value_element_as_str()
     value = override.value()
     key = override.get_key_element()
     if override.is_choice_sweep() or (override.is_range_sweep() and value.shuffle):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 from ipuexp.sweeps import optuna_results
 from ipuexp.sweeps.optuna_space import Space, directions, from_search_space, grid, objectives_of, space
 from ipuexp.sweeps.optuna_tell import own_jobs, tell, told
+from ipuexp.runner.summary import log_lines
 from ipuexp.runner.tally import Tallied, Tally, show_summary
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def run_study(sweeper: Any, arguments: List[str]) -> None:
     log.info(f"Study name: {study.study_name}")
     log.info(f"Storage: {sweeper.storage}")
     log.info(f"Sampler: {type(sampler).__name__}")
-    log.info(f"Directions: {dirs}" + (f" ({', '.join(objectives)})" if objectives else ""))
+    log.info(log_lines(f"Directions: {dirs}" + (f" ({', '.join(objectives)})" if objectives else "")))
     if done and to_run:
         log.info(f"Resumed: {done} of hydra.sweeper.n_trials={n_trials} trials finished before; {to_run} to run")
     elif done:

@@ -39,8 +39,10 @@ def tell(study: Any, trials: Sequence[Any], returns: Sequence[Any], objectives: 
         try:
             values = _values(ret.return_value, objectives, len(study.directions))
         except Exception as err:  # the job's own error (DoesNotFit for a configuration that does not fit)
+            from ipuexp.runner.summary import log_lines
+
             told(study, trial, state=TrialState.FAIL)
-            log.warning(f"Failed experiment: {err}")
+            log.warning(log_lines(f"Failed experiment: {err}"))  # hydra-optuna-sweeper's words, within the terminal
             failed.append(ret)
             if ret.status == JobStatus.COMPLETED:
                 refused.append((pos, " ".join(str(err).split())))

@@ -62,9 +62,31 @@ def terminal_console(width: Optional[int] = None, file: Any = None, **kwargs: An
     from rich.console import Console
 
     columns = terminal_width(width, file)
-    console = Console(width=max(columns, MIN_WIDTH), file=file, **kwargs)
+    console = Console(width=max(columns, MIN_WIDTH), file=_Trimmed(file), **kwargs)
     console.ipuexp_narrow = columns < MIN_WIDTH  # read by a Table printed on it: records, whatever fits in MIN_WIDTH
     return console
+
+
+_TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)(?=\n)")
+
+
+class _Trimmed:
+    """A stream (default: standard output, looked up at each write) whose lines lose their trailing blanks: rich
+    keeps the blank a line was wrapped at, which a terminal hides and a file, a pipe or a diff does not."""
+
+    def __init__(self, stream: Any = None) -> None:
+        self._stream = stream
+
+    @property
+    def stream(self) -> Any:
+        return sys.stdout if self._stream is None else self._stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(_TRAILING.sub(r"\1", text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, flush, encoding: the stream's own
+        return getattr(self.stream, name)
 
 
 def cells(text: str) -> int:
@@ -102,14 +124,17 @@ def is_figure(cell: str) -> Optional[bool]:
 
 def _tokens(text: str) -> List[Tuple[str, bool]]:
     """The words of ``text``, each with whether it is a figure that must stay whole: a number glued to the unit
-    after it (``12.3 MiB`` is one token)."""
+    after it (``12.3 MiB`` is one token), and to a bracketed figure that qualifies it (``531.5 KiB (15%)``,
+    ``16,423 (±9%)``)."""
     words = text.split()
     out: List[Tuple[str, bool]] = []
     n = 0
     while n < len(words):
         word = words[n]
         if _number(word):
-            while n + 1 < len(words) and _unit(words[n + 1]):
+            while n + 1 < len(words) and (_unit(words[n + 1]) or (words[n + 1].startswith("(")
+                                                                    and words[n + 1].endswith(")")
+                                                                    and _number(words[n + 1]))):
                 n += 1
                 word += " " + words[n]
             out.append((word, True))

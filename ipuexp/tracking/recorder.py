@@ -177,6 +177,9 @@ def _fork(serve: Callable[[Any], int], sweep_dir: Optional[Path]) -> Optional["R
             code = serve(child_end)
         finally:
             flush_streams()
+            from ipuexp.tracking.store import close_stores
+
+            close_stores()  # os._exit skips atexit: the store's -wal and -shm files go with its last connection
             os._exit(code)
     child_end.close()
     return Recorder(pid, parent_end, sweep_dir)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import atexit
 import hashlib
 import os
 import random
@@ -145,8 +146,23 @@ def file_lock(path: Path) -> Iterator[None]:
 def client(uri: str) -> Any:
     """This process's MlflowClient for ``uri``; the first one initialises the store (schema) under a file lock."""
     if uri not in _clients:
+        if not _clients:
+            atexit.register(close_stores)
         _clients[uri] = _open_client(uri)
     return _clients[uri]
+
+
+def close_stores() -> None:
+    """Close this process's connections to its stores as it exits (at exit, or before ``os._exit``). SQLite removes ``mlflow.db-wal`` and
+    ``mlflow.db-shm`` when the last connection to a database closes, after copying the log into it; connections
+    left open by an exiting process leave both files behind."""
+    for uri, c in list(_clients.items()):
+        engine = getattr(getattr(getattr(c, "_tracking_client", None), "store", None), "engine", None)
+        try:
+            if engine is not None:
+                engine.dispose()
+        except Exception:  # at exit: a store that cannot be closed is left to SQLite's next opener
+            pass
 
 
 def has_clients() -> bool:

@@ -5,6 +5,7 @@ The Hydra callback (:mod:`ipuexp.tracking.hydra_callback`) does this in the driv
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any, List, Optional
 
 from omegaconf import DictConfig, OmegaConf
@@ -54,7 +55,7 @@ def close_sweep(config: DictConfig, cluster_lost: Optional[Any] = None) -> None:
         else:  # jobs opened it (their experiment was swept): they closed it, save for the silent deaths
             close_parent(c, exp.experiment_id, parent.info.run_id, ctx, orphans_to=orphans_to, lost=lost)
         safety.unregister(parent.info.run_id)
-        log_links(c, uri, exp, parent.info.run_id, OmegaConf.select(config, "tracking.ui_url"))
+        log_links(c, uri, exp, parent.info.run_id, OmegaConf.select(config, "tracking.ui_url"), ctx.dir)
     remove_lock(ctx)
     checkpoint(uri)  # the sweep's runs in mlflow.db itself, not only in its write-ahead log
     if cluster_lost is not None:  # the parent was tagged with its command when the sweep started
@@ -124,7 +125,13 @@ def remove_lock(ctx: Any) -> None:
         pass
 
 
-def log_links(c: Any, uri: str, exp: Any, parent_id: str, ui_url: Optional[str] = None) -> None:
+COMPARE_PAGE = "mlflow_compare.html"
+"""The sweep folder's page that opens MLflow's comparison of its runs, whose address (every run id in it) is too long
+for a line of the console."""
+
+
+def log_links(c: Any, uri: str, exp: Any, parent_id: str, ui_url: Optional[str] = None,
+              sweep_dir: Optional[Path] = None) -> None:
     """Where the MLflow UI shows the sweep: its runs side by side, and the experiment's runs table."""
     from ipuexp.tracking.links import compare_url, experiment_url, serve_hint, ui_base
     from ipuexp.tracking.sweep import children
@@ -142,9 +149,40 @@ def log_links(c: Any, uri: str, exp: Any, parent_id: str, ui_url: Optional[str] 
     # The words wrap to the terminal; an address stays whole on a line of its own, to be clicked or copied.
     log.info(log_lines(f"MLflow experiment {exp.name!r}" + (f" (serve it with: {hint})" if hint else "") + ":")
              + f"\n    {experiment_url(base, exp.experiment_id)}")
-    if runs:
-        log.info(f"Compare the sweep's {len(runs)} runs:\n    "
-                 f"{compare_url(base, exp.experiment_id, [r.info.run_id for r in runs])}")
+    if not runs:
+        return
+    url = compare_url(base, exp.experiment_id, [r.info.run_id for r in runs])
+    page = _compare_page(url, sweep_dir, exp.name) if len(runs) > 1 else None
+    if page is None:
+        log.info(f"Compare the sweep's {len(runs)} runs:\n    {url}")
+    else:
+        log.info(log_lines(f"Compare the sweep's {len(runs)} runs: open {page} (MLflow's comparison; its address "
+                           f"names every run, {len(url):,} characters)"))
+
+
+def _compare_page(url: str, sweep_dir: Optional[Path], name: str) -> Optional[str]:
+    """Write the page that opens ``url`` into the sweep folder; its path as the user reaches it (relative to the
+    launch folder when inside it), or None when it cannot be written."""
+    import html
+
+    from ipuexp.files import write_whole
+
+    if sweep_dir is None:
+        return None
+    path = Path(sweep_dir) / COMPARE_PAGE
+    link = html.escape(url, quote=True)
+    try:
+        write_whole(path, f'<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" content="0; url={link}">'
+                          f'<title>{html.escape(name)}: compare runs</title><a href="{link}">Compare the runs in '
+                          f"MLflow</a>\n")
+    except OSError:
+        return None
+    from ipuexp.tracking.store import launch_dir
+
+    try:
+        return str(path.resolve().relative_to(launch_dir().resolve()))
+    except ValueError:
+        return str(path.resolve())
 
 
 def task_config(config: DictConfig) -> DictConfig:

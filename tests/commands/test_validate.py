@@ -228,3 +228,24 @@ def test_the_table_at_80_columns_to_a_pipe_cuts_no_figure_and_keeps_the_marks(mo
         for cell in cells:
             assert cell in line, (cell, line)
     assert "±157% ✓" in table and "±23% ✗" in table and " *" in table
+
+
+def test_without_transformers_the_report_runs_the_other_rows_and_check_refuses(monkeypatch, capsys):
+    """The base install (no hf extra): the report runs every row it can, names the model.name=hf rows on one
+    wrapped paragraph with the clone's install line, and exits 0; --check and --fit, whose gates and constants need
+    every row, exit 2 on one line."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # importlib.util.find_spec then answers None
+    monkeypatch.setenv("COLUMNS", "80")
+    hf_rows = [r.id for r in load_rows() if "optimum" in r.id]
+    assert v.main(["--no-loo"]) == 0
+    out = capsys.readouterr().out
+    said = " ".join(out.split("not run: ", 1)[1].split("gate ")[0].split())
+    assert said.startswith('3 rows are model.name=hf and need the hf extra (pip install -e ".[hf]")')
+    assert all(i in said for i in hf_rows) and "gate passes: in-sample MAPE" in out
+    assert all(line == line.rstrip() for line in out.splitlines())
+    for flag in ("--check", "--fit"):
+        assert v.main(["--no-loo", flag]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and 'pip install -e ".[hf]"' in err

@@ -8,7 +8,8 @@ from ipuexp.commands import validate as validate_command
 
 def test_plot_says_where(monkeypatch, tmp_path, capsys):
     drawn = []
-    monkeypatch.setattr(validate_command, "run", lambda cfg, refit=False: SimpleNamespace(outcomes=[]))
+    monkeypatch.setattr(validate_command, "run",
+                        lambda cfg, refit=False, complete=False: SimpleNamespace(outcomes=[]))
     monkeypatch.setattr(validate_command, "print_report", lambda report, cfg: None)
     monkeypatch.setattr(validate_command, "plot", lambda report, path: drawn.append(path))
     target = tmp_path / "validation.png"

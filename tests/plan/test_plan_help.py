@@ -17,3 +17,13 @@ def test_help_lists_every_plan_key(capsys):
     for f in dataclasses.fields(PlanConfig):
         assert f"plan.{f.name} [" in text, f.name
     assert "plan.headroom [0.05]: Share of tile memory that must stay free" in text
+
+
+def test_help_fits_80_columns_without_rest_markup(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit):
+        parse(["--help"])
+    text = capsys.readouterr().out
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "``" not in text and ":class:" not in text
+    assert "python -m ipuexp.plan +recipe=NAME [overrides] [plan.KEY=VALUE ...]: the fastest" in text

@@ -76,7 +76,7 @@ def test_cli_writes_a_recipe_of_the_launch_directory(tmp_path, monkeypatch):
                            "--write-recipe", "mnist_planned"], capture_output=True, text=True, cwd=tmp_path,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert f"Wrote recipe {tmp_path / 'recipes' / 'mnist_planned.yaml'}" in proc.stdout
+    assert f"Wrote recipe {tmp_path / 'recipes' / 'mnist_planned.yaml'}" in " ".join(proc.stdout.split())
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "recipes"))
     exp = load_experiment("+recipe=mnist_planned")
     assert exp.recipe == "mnist_planned" and exp.engine.mode.value == "functional"

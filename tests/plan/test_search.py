@@ -32,6 +32,28 @@ def test_scaled_recipe_keeps_the_global_batch_on_every_ipu():
     # On the recipe's own system there is nothing to scale.
     problem16, _, _, _ = prepare(compose_recipe("bert_large"), PlanConfig())
     assert scaled_recipe(problem16) is None
+    # At another global batch the baseline is the recipe at that batch, not at its own 65,536.
+    half, _, _, _ = prepare(compose_recipe("bert_large"), PlanConfig(global_batch=32768))
+    s = scaled_recipe(half)
+    r = half.recipe
+    assert (s.replicas, s.grad_accum, s.global_batch) == (r.replicas, r.grad_accum // 2, 32768)
+
+
+def test_candidates_the_table_cannot_tell_apart_are_shown_once_as_the_simplest():
+    from dataclasses import replace
+
+    from ipuexp.plan.evaluate import FITS, Outcome
+    from ipuexp.plan.output import distinct
+
+    problem, _, _, _ = prepare(compose_recipe("bert_large", ["system=pod64"]), PlanConfig())
+    base = replace(scaled_recipe(problem), device_iterations=16)
+    figures = dict(status=FITS, peak_tile_bytes=606_094, peak_ipu_bytes=891_417_412, band_pct=9.0)
+    busy = Outcome(replace(base, instances=8), samples_per_s=16_423.5, **figures)
+    plain = Outcome(base, samples_per_s=16_423.3, **figures)
+    other = Outcome(replace(base, device_iterations=8), samples_per_s=16_409.7, **figures)
+    assert distinct([busy, plain, other], 5, problem.recipe) == [plain]  # other: plain in device iterations
+    split = Outcome(replace(base, amp=(0.3,) * len(base.amp)), samples_per_s=16_400.0, **figures)
+    assert distinct([busy, plain, other, split], 5, problem.recipe) == [plain, split]
 
 
 def test_every_structure_is_seeded():

@@ -165,6 +165,15 @@ def test_help_fits_80_columns_and_import_is_light():
     proc = _command("--help", cwd=ROOT)
     assert proc.returncode == 0 and "--predict-only" in proc.stdout
     assert max(len(line) for line in proc.stdout.splitlines()) <= 80
+    # The help and a usage error are answered before torch is imported: under a second.
+    for args, status in ((["--system", "pod4", "--help"], 0), (["no_such_script.py"], 2)):
+        code = ("import runpy, sys, time; t = time.perf_counter(); sys.argv = ['-m', *sys.argv[1:]]; sys.orig_argv = "
+                "[sys.executable, '-m', 'ipuexp.poptorch', *sys.argv[1:]]\n"
+                "try:\n    import ipuexp.poptorch\nexcept SystemExit as e:\n"
+                "    print(e.code, 'torch' in sys.modules, time.perf_counter() - t)")
+        out = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True,
+                             timeout=120).stdout.split()
+        assert out[-3:-1] == [str(status), "False"] and float(out[-1]) < 1.0, out
     code = ("import time, torch; t = time.perf_counter(); import ipuexp.poptorch; "
             "print(time.perf_counter() - t); import sys; "
             "print(sorted(m for m in ('hydra', 'mlflow', 'omegaconf', 'ray', 'matplotlib') if m in sys.modules))")
@@ -275,3 +284,17 @@ def test_lamb_takes_poptorchs_arguments_on_the_engines_lamb():
     no_bias, _ = stepped(bias_correction=False)
     clipped, _ = stepped(max_weight_norm=1e-3)
     assert not torch.allclose(plain, no_bias) and not torch.allclose(plain, clipped)
+
+
+def test_the_report_starts_a_line_of_its_own_after_a_progress_bar(tmp_path):
+    """A script that calls its model inside a tqdm loop, piped: the report does not start on the bar's last frame
+    (which ends in a carriage return, not a newline)."""
+    source = (SCRIPTS / "autostage.py").read_text()
+    source = source.replace("for call, (x, y) in enumerate(loader):", "from tqdm import tqdm\n"
+                            "for call, (x, y) in enumerate(tqdm(loader, file=sys.stdout)):")
+    (tmp_path / "bar.py").write_text("import sys\n" + source)
+    proc = _command("--predict-only", "bar.py", "--", "tracking.enabled=false", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.split("\n")  # a terminal's lines: \r does not end one
+    said = next(line for line in lines if "the script's options as ipuexp overrides" in line)
+    assert said.startswith("ipuexp.poptorch: the script's options"), said

@@ -65,3 +65,38 @@ def test_the_run_tables_at_80_columns_to_a_pipe_keep_every_figure_whole(capsys, 
     for figure in ("88.17 M", "184.15 G", "368.29 G", "308.1 MiB", "14.0 MiB", "700.0 MiB", "1,150.0 MiB",
                    "445.2 MiB", "705.0 MiB", "487.0 KiB", "0,1,2,3,4,5,6", "21,22,23,24,25"):
         assert figure in out, figure
+
+
+def test_remedy_lines_wrap_with_a_hanging_indent():
+    from ipuexp.report.console import _hanging
+
+    remedy = ("  1. reduce data.micro_batch_size (now 32): stash, activations, temporaries and host buffers "
+              "(773.0 MiB on the fullest IPU) scale with it; micro-batch 1 frees about 748.8 MiB")
+    lines = _hanging(remedy, 80).splitlines()
+    assert len(lines) > 1 and all(line.startswith("     ") and not line.startswith("      ") for line in lines[1:])
+    assert max(map(len, lines)) <= 80 and "773.0 MiB" in " ".join(lines)
+    head = _hanging("Out of memory on tile 0: 656180 bytes used but tiles only have 638976 bytes of memory", 80)
+    assert head.splitlines()[1].startswith("    ")
+
+
+def test_figures_are_not_highlighted_in_a_terminal_and_the_band_is_one_short_line():
+    """On a terminal rich would colour the -7 of (+-7%) as a negative number and 3,490 as two numbers: the
+    throughput, band and step lines are printed as they are; the band's rows stay in result.json."""
+    import io
+
+    from rich.console import Console
+
+    model = ModelFigures(name="bert_large", parameters=1, flops_per_sample=1.0, fwd_flops_per_sample=1.0,
+                         bwd_flops_per_sample=0.0, num_stages=1, ipus_per_replica=1, capture_seconds=0.1)
+    t = ThroughputFigures(samples_per_s=3490.0, step_time_s=1.0, bubble_fraction=0.1, utilisation=[0.99],
+                          breakdown={"compute": 0.9}, error_band_pct=7.0,
+                          error_band_reasons=["leave-one-out residuals of the bert rows: a_row, b_row"],
+                          error_band_summary=["leave-one-out residuals of the 2 bert rows"])
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, color_system="truecolor", width=80)
+    print_result(Result(recipe="bert_large", model=model, fits=True, throughput=t), console)
+    out = buf.getvalue()
+    lines = [line for line in out.splitlines() if line.startswith(("Throughput", "Error band", "Step time"))]
+    assert len(lines) == 3 and not any("\x1b[" in line for line in lines), lines
+    assert "3,490 samples/s (+-7%)" in out and "a_row" not in out
+    assert "Error band: leave-one-out residuals of the 2 bert rows (rows named in result.json)" in " ".join(out.split())

@@ -74,3 +74,27 @@ def test_gzip_trace(tmp_path):
 
     path = write_trace(events(6), tmp_path / "trace.json.gz")
     assert json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+
+
+def test_a_host_call_is_not_busy_and_each_ipu_is_labelled_with_its_share_of_the_step():
+    """IPUs waiting for a host call are not "busy" (host IO is waiting, as in the console's IPU utilisation); beside
+    each IPU, its busy share of the whole step, the denominator the chart's title names."""
+    from dataclasses import replace
+
+    from ipuexp.emulator.events import Event
+    from ipuexp.report.step_segments import Segment, shares
+
+    pipe = events(64)
+    end = max(e.start_s + e.duration_s for e in pipe)
+    call = 5 * end
+    evs = [Event(i, "host call", "host_io", 0.0, call) for i in range(4)] + [
+        replace(e, start_s=e.start_s + call) for e in pipe]
+    fig = gantt_figure(evs, "toy")
+    host = [ax for ax in fig.axes if ax.get_xlabel() == "host call"]
+    assert host and {t.get_text() for t in host[0].texts} == {"busy 0%"}
+    step = shares(evs, Segment(0.0, call + end, True))
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    for ipu, label in enumerate(labels):
+        busy = sum(v for k, v in step[ipu].items() if k != "host_io")
+        assert label == f"IPU {ipu}\nbusy {busy:.0%}" and busy < 0.2
+    assert "of the whole step (the console's IPU utilisation)" in fig._suptitle.get_text()

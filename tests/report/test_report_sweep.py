@@ -71,7 +71,7 @@ def test_table_fits_the_terminal_and_keeps_every_figure():
     print_table(sweep, console)
     text = console.export_text()
     assert "[0.15, 0.25 x3]" in text and "accumulation" in text and "GA:" not in text  # whole headers
-    narrow = Console(record=True, width=64)
+    narrow = Console(record=True, width=68)  # the sweep column beside: a run of its own is among them
     print_table(sweep, narrow)
     assert "GA: gradient accumulation" in narrow.export_text()  # initials, and what they stand for
     assert "1,024.0 MiB" in text  # the 1 GiB run reads in the column's unit
@@ -190,3 +190,28 @@ def test_bad_input_is_one_line_and_exit_code_2(db_uri, log_sweep, capsys):
         load(db_uri, "empty")
     with pytest.raises(ReportError, match="no sweep"):
         load(db_uri, "empty", "latest")
+
+
+def test_runs_that_do_not_compare_are_reported_apart_and_single_runs_are_marked(monkeypatch, capsys):
+    """A zoo model and a Transformers model of the same keys, packed and unpacked runs (sequences/s against
+    samples/s), are not one comparison: each kind is a table of its own. In one kind, a run of its own beside a
+    sweep's points says so."""
+    from ipuexp.report.sweep import comparable, sweep_numbers
+
+    def run(name, model, sweep_id=None, seqs=None, ga="2048"):
+        params = {"model": model, "options.gradient_accumulation": ga}
+        return Point(name, name, params, 3490.0, 7e8, True, sweep_id=sweep_id, sequences_per_s=seqs)
+
+    points = [run("a", "bert_large", "s1"), run("b", "bert_large", "s1", ga="1024"), run("c", "bert_large"),
+              run("d", "hf:bert-large-uncased"), run("e", "bert_large", seqs=1411.0)]
+    sets = comparable(Sweep("bert_large", points, swept_options(points)))
+    assert [(s.experiment, [p.name for p in s.points]) for s in sets] == [
+        ("bert_large [bert_large]", ["a", "b", "c"]), ("bert_large [hf:bert-large-uncased]", ["d"]),
+        ("bert_large [bert_large, packed]", ["e"])]
+    assert sweep_numbers(sets[0].points) == {"a": "1", "b": "1", "c": "-"}
+    monkeypatch.setenv("COLUMNS", "80")
+    print_table(sets[0])
+    print_table(sets[2])
+    out = capsys.readouterr().out
+    assert "sweep -: a run of its own, not a point of a sweep (its overrides: c)" in out
+    assert "packs/s" in out and "sequences/s" in out

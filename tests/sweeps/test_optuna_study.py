@@ -22,7 +22,7 @@ def test_the_override_grammar_as_distributions() -> None:
     s = space(["data.micro_batch_size=choice(8,16)", "options.gradient_accumulation=range(256,1024,256)",
                "options.available_memory_proportion=interval(0.1,0.4)", "x=int(interval(1,8))",
                "y=tag(log, interval(0.001,1.0))", "z=range(0.5,2.0,0.5)", "+recipe=bert_base",
-               "data.micro_batch_size=choice(4,8)"])  # the later one wins (the command line after params)
+               "data.micro_batch_size=choice(4,8)", "tracking.enabled=false"])  # the later one wins (the command line after params)
     d = s.distributions
     assert d["data.micro_batch_size"] == CategoricalDistribution([4, 8])
     # hydra-optuna-sweeper's range: its stop included (Hydra's basic sweeper's excludes it)
@@ -31,7 +31,7 @@ def test_the_override_grammar_as_distributions() -> None:
     assert d["x"] == IntDistribution(1, 8)
     assert d["y"] == FloatDistribution(0.001, 1.0, log=True)
     assert d["z"] == FloatDistribution(0.5, 2.0, step=0.5)
-    assert s.fixed == {"+recipe": "bert_base"}
+    assert s.fixed == {"+recipe": "bert_base", "tracking.enabled": "false"}  # as written, not Python's False
     assert grid({k: d[k] for k in ("data.micro_batch_size", "options.gradient_accumulation")}) == {
         "data.micro_batch_size": [4, 8], "options.gradient_accumulation": [256, 512, 768]}  # as that plugin lists it
     with pytest.raises(ConfigError, match="under the grid sampler"):

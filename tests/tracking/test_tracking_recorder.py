@@ -124,6 +124,10 @@ def test_python_m_ipuexp_sweep_records_from_its_recorder_and_never_imports_mlflo
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "driver imported mlflow: False" in proc.stdout
     assert "Compare the sweep's 2 runs:" in proc.stdout  # the links, said by the recorder as the sweep ends
+    # The comparison's address names every run: it is a page in the sweep folder, the console names the page.
+    assert "open sweep/mlflow_compare.html" in " ".join(proc.stdout.split())
+    page = (tmp_path / "sweep" / "mlflow_compare.html").read_text()
+    assert "#/compare-runs?runs=" in page and "compare-runs" not in proc.stdout
     runs = _runs(uri)
     parent = runs.pop("sweep options.gradient_accumulation=16,32")
     assert parent["status"] == "FINISHED" and parent["tags"]["sweep_command"]

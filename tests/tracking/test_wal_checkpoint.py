@@ -41,6 +41,8 @@ def test_a_finished_run_is_in_the_database_file_alone(tmp_path):
                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert _runs_in_the_file_alone(tmp_path / "mlflow.db", tmp_path) == 1
+    # The command closed its connections (and its recorder's) as it exited: SQLite removed the log files.
+    assert not (tmp_path / "mlflow.db-wal").exists() and not (tmp_path / "mlflow.db-shm").exists()
 
 
 def test_what_a_killed_command_left_in_the_log_is_checkpointed(tmp_path):
@@ -69,3 +71,4 @@ def test_a_finished_sweep_is_in_the_database_file_alone(tmp_path):
                    "report.charts=never", "hydra.sweep.dir=sweep", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert _runs_in_the_file_alone(tmp_path / "mlflow.db", tmp_path) == 3  # the parent and its two points
+    assert not (tmp_path / "mlflow.db-wal").exists() and not (tmp_path / "mlflow.db-shm").exists()
