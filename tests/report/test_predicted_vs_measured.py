@@ -175,7 +175,7 @@ def test_calibration_mix_is_named_and_filtered(db_uri, tmp_path: Path, capsys):
     assert printed.index("runs made under 2 calibrations") < printed.index("bert_large: 6 configurations")
     assert main(["bert_large", "--uri", db_uri, "--out", str(out), "--calibration", "shipped"]) == 0
     printed = capsys.readouterr().out
-    assert "calibrations" not in printed and "bert_large: 1 configurations" in printed
+    assert "calibrations" not in printed and "bert_large: 1 configuration," in printed
     assert "1 run: median |measured/predicted - 1| 2.0%, worst 2.0%; 1 of 1 in band" in printed
     assert main(["bert_large", "--uri", db_uri, "--calibration", "theirs"]) == 2
     err = capsys.readouterr().err.strip()

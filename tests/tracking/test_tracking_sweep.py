@@ -114,8 +114,12 @@ def _driver_config(db_uri: str, sweep_dir: Path, overrides, sweeper_params=None)
     return config
 
 
-def test_callback_opens_the_parent_in_the_driver_and_ends_stale_children(db_uri, tmp_path: Path, caplog):
+def test_callback_opens_the_parent_in_the_driver_and_ends_stale_children(db_uri, tmp_path: Path, caplog,
+                                                                         monkeypatch):
     from ipuexp.tracking.hydra_callback import SweepTracking
+
+    # A terminal wide enough for the store's address (pytest's temporary path) to stay on one line.
+    monkeypatch.setenv("COLUMNS", "300")
 
     config = _driver_config(db_uri, tmp_path / "s2", ["options.gradient_accumulation=1,2"])
     SweepTracking().on_multirun_start(config)

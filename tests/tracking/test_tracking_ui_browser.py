@@ -112,7 +112,13 @@ def _log_sweep(url: str, sweep_dir: Path, caplog) -> tuple[str, List[str], List[
     from mlflow import MlflowClient
 
     parent = MlflowClient(url).get_run(run_ids[0]).data.tags["mlflow.parentRunId"]
-    return parent, run_ids, [w for w in caplog.text.split() if w.startswith(url)]
+    # The experiment's address is logged; the comparison's, which names every run, is in the sweep folder's page.
+    import html
+    import re
+
+    page = (sweep_dir / "mlflow_compare.html").read_text(encoding="utf-8")
+    compare = html.unescape(re.search(r'href="([^"]+)"', page).group(1))
+    return parent, run_ids, [*(w for w in caplog.text.split() if w.startswith(url)), compare]
 
 
 def _driver(browser: str, driver: str, profile: str):
