@@ -51,28 +51,37 @@ class PrecisionPolicy:
         return torch.float16 if self.half_compute else torch.float32
 
 
+FP16_MIN_NORMAL = 2.0 ** -14
+"""Smallest normal fp16 value; below it fp16's spacing is a fixed 2**-24 (IEEE 754 binary16)."""
+_DROPPED = 13
+"""Mantissa bits fp32 has beyond fp16's (23 - 10)."""
+
+
 def stochastic_round_half(x: Any, generator: Optional[Any] = None) -> Any:
     """fp32 -> fp16 rounding up or down with probability proportional to the distance to each neighbour.
 
-    The nearest fp16 value ``r`` and its neighbour on the other side of ``x`` bracket ``x``; ``x`` becomes the
-    upper one with probability (x - lower) / (upper - lower), so the rounding is unbiased: E[round(x)] = x.
-    Stepping the fp16 bit pattern by one moves to the next representable value away from (+1) or towards (-1)
-    zero, for either sign, subnormals included.
+    In fp16's normal range the 13 mantissa bits fp16 drops are a fraction of one fp16 step: adding a uniform
+    13-bit integer to the magnitude's bit pattern carries into the kept bits with exactly that probability, so
+    the rounding is unbiased, E[round(x)] = x, in four passes over the tensor. Below fp16's smallest normal the
+    step is 2**-24 whatever the exponent: those values round on that grid with the same 13 random bits.
+    Values between fp16's largest finite value and the point where nearest rounding overflows keep the
+    largest finite value; beyond it, inf, as nearest rounding gives.
     """
     import torch
 
-    x = x.float()
-    r = x.half()
-    rf = r.float()
-    step = (x.abs() > rf.abs()).to(torch.int16).mul_(2).sub_(1)
-    of = r.view(torch.int16).add(step).view(torch.float16).float()
-    lo, hi = torch.minimum(rf, of), torch.maximum(rf, of)
-    span = hi - lo
-    # span is finite and > 0 unless x is exact, not finite, or next to the top of fp16's range (an inf
-    # neighbour): those keep the nearest value, and their quotient (nan or inf) is never chosen
-    chosen = torch.where(torch.rand(x.shape, generator=generator, device=x.device) < (x - lo).div_(span), hi, lo)
-    inexact = (x != rf).logical_and_(span < float("inf"))
-    return torch.where(inexact, chosen, rf).half()
+    x = x.float().contiguous()
+    noise = torch.randint(0, 1 << _DROPPED, x.shape, generator=generator, dtype=torch.int32, device=x.device)
+    lo, hi = torch.aminmax(x) if x.numel() else (x.new_zeros(()), x.new_zeros(()))
+    if max(-float(lo), float(hi)) > FP16_MAX:  # one of them may be nan: then neither branch runs
+        a = x.abs()
+        x = torch.where((a > FP16_MAX) & (a < 65520.0), x.clamp(-FP16_MAX, FP16_MAX), x)
+    out = x.view(torch.int32).add(noise).bitwise_and_(~((1 << _DROPPED) - 1)).view(torch.float32).half()
+    small = torch.nonzero(x.abs().view(-1) < FP16_MIN_NORMAL).squeeze(1)
+    if small.numel():
+        u = noise.view(-1).index_select(0, small).float().mul_(2.0 ** -_DROPPED)
+        tiny = x.view(-1).index_select(0, small).mul_(2.0 ** 24).add_(u).floor_().mul_(2.0 ** -24)
+        out.view(-1).index_copy_(0, small, tiny.half())
+    return out
 
 
 def to_half(x: Any, stochastic: bool, generator: Optional[Any] = None) -> Any:

@@ -2,6 +2,7 @@
 gradients, optimizer state in fp32 unless asked for in fp16, weights rounded back into fp16."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 import ipuexp.poptorch as poptorch
@@ -47,3 +48,30 @@ def test_fp16_state_where_the_optimizer_asks_for_it(job):  # noqa: F811
     assert loss < first
     m = optimizer.state[model.lin.weight]["exp_avg"]
     torch.testing.assert_close(m, m.half().float(), rtol=0, atol=0)  # values at fp16 precision
+
+
+class _Weights(torch.nn.Module):
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(n))
+
+    def forward(self, x):
+        return poptorch.identity_loss((x @ self.w).mean(), reduction="none")
+
+
+def _after_small_updates(job, stochastic: bool) -> torch.Tensor:  # noqa: F811
+    """2,000 fp16 weights at 1.0 lowered 100 times by 1e-4 (SGD, gradient 1): fp16's spacing below 1.0 is 2**-11,
+    so each update is under half a step."""
+    model = _Weights(2000).half()
+    opts = poptorch.Options()
+    opts.Precision.enableStochasticRounding(stochastic)
+    training = poptorch.trainingModel(model, opts, poptorch.optim.SGD(model.parameters(), lr=1e-4))
+    for _ in range(100):
+        training(torch.ones(2, 2000).half())
+    return model.w.detach().float()
+
+
+def test_stochastic_rounding_keeps_updates_under_half_an_fp16_step(job):  # noqa: F811
+    assert torch.all(_after_small_updates(job, stochastic=False) == 1.0)
+    w = _after_small_updates(job, stochastic=True)
+    assert float(w.mean()) == pytest.approx(0.99, abs=0.002)

@@ -40,6 +40,16 @@ def test_representable_values_and_overflow_stay_put():
     assert float(stochastic_round_half(torch.tensor([65505.0]))) == 65504.0
 
 
+def test_stochastic_rounding_of_a_strided_tensor_mixing_normal_and_subnormal_values():
+    """A transposed weight (not contiguous) whose entries straddle fp16's smallest normal: every entry lands on
+    one of its two fp16 neighbours, in place."""
+    x = torch.tensor([[1.0 + 2 ** -12, 3e-6], [-2.5e-7, 0.1]]).t()
+    out = stochastic_round_half(x, torch.Generator().manual_seed(2))
+    assert out.shape == x.shape and out.dtype == torch.float16
+    for got, want in zip(out.float().flatten().tolist(), x.flatten().tolist()):
+        assert got in neighbours(want)
+
+
 def test_stochastic_rounding_keeps_small_updates_that_nearest_rounding_loses():
     """A weight of 1.0 updated 1000 times by +1e-4: fp16 spacing at 1.0 is 2**-10 ~ 9.8e-4, so round-to-nearest
     never moves; stochastic rounding tracks the exact sum on average (seed 001: SR during weight update)."""
