@@ -67,9 +67,9 @@ class SelfAttention(nn.Module):
         self.out = nn.Linear(hidden, hidden)
         self.attn_dropout = Dropout(attn_dropout)
         self.causal = causal
-        # Graphcore's BERT scales the scores by a multiply with 1/sqrt(d) ("reciprocal multiply for speed",
-        # examples' bert_fused_attention.py; PopART's bert_model.py and TensorFlow's modeling.py alike); its ViT
-        # and the Transformers GPT-2 of its time divide, which PopLibs runs as a slower DIVIDE (emulator/cost.py).
+        # Graphcore's BERT and GPT-2 scale the scores by a multiply with 1/sqrt(d) ("reciprocal multiply for
+        # speed", examples' bert_fused_attention.py and optimized_gpt2_attn.py; PopART's bert_model.py alike); its
+        # ViT divides, which PopLibs runs as a slower DIVIDE (emulator/cost.py).
         self.reciprocal_scale = reciprocal_scale
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
@@ -87,9 +87,11 @@ class SelfAttention(nn.Module):
         if additive_mask is not None:
             scores = scores + additive_mask
         if self.causal:
-            # GPT-2's causal mask (a constant on the device); -10000 as in the original implementation.
-            keep = torch.ones(s, s, dtype=torch.bool, device=x.device).tril()
-            scores = scores.masked_fill(~keep, -10000.0)
+            # GPT-2's causal mask, a constant on the device, subtracted as Graphcore's GPT-2 does it
+            # (`attn_weights -= 1e4 * (1 - causal_mask)`, examples' optimized_gpt2_attn.py): a multiply and an add,
+            # vectorised, where a masked_fill would run PopLibs' scalar select.
+            keep = torch.ones(s, s, dtype=scores.dtype, device=x.device).tril()
+            scores = scores - 10000.0 * (1.0 - keep)
         probs = self.attn_dropout(F.softmax(scores, dim=-1))
         context = torch.matmul(probs, v).transpose(1, 2).reshape(b, s, h)
         return self.out(context)
@@ -156,10 +158,10 @@ class PreNormLayer(nn.Module):
     """GPT-2 / ViT layer: LayerNorm before attention and before the MLP, residual adds after."""
 
     def __init__(self, hidden: int, heads: int, ffn: int, dropout: float, attn_dropout: float, eps: float,
-                 causal: bool = False, gelu_approximate: str = "none") -> None:
+                 causal: bool = False, gelu_approximate: str = "none", reciprocal_scale: bool = False) -> None:
         super().__init__()
         self.attention_norm = nn.LayerNorm(hidden, eps=eps)
-        self.attention = SelfAttention(hidden, heads, attn_dropout, causal=causal)
+        self.attention = SelfAttention(hidden, heads, attn_dropout, causal=causal, reciprocal_scale=reciprocal_scale)
         self.mlp_norm = nn.LayerNorm(hidden, eps=eps)
         self.fc1 = nn.Linear(hidden, ffn)
         self.fc2 = nn.Linear(ffn, hidden)

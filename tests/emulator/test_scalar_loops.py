@@ -50,8 +50,9 @@ def test_a_forward_select_costs_poplibs_select_and_its_gradient_does_not(ctx):
     assert op_cycles(backward, ctx).compute < op_cycles(fill, ctx).compute / 2
 
 
-def test_bert_scales_its_scores_by_a_multiply_and_vit_divides():
-    """Graphcore's BERT multiplies by 1/sqrt(d) ("reciprocal multiply for speed"); its ViT divides."""
+def test_bert_and_gpt2_scale_their_scores_by_a_multiply_and_vit_divides():
+    """Graphcore's BERT and GPT-2 multiply by 1/sqrt(d) ("reciprocal multiply for speed") and GPT-2 subtracts its
+    causal mask arithmetically; its ViT divides."""
     from ipuexp.config.schema import ModelConfig
     from ipuexp.graph.capture import capture_model
     from ipuexp.models import build_model
@@ -62,4 +63,6 @@ def test_bert_scales_its_scores_by_a_multiply_and_vit_divides():
         return {op.op for op in layer.ops if op.phase == "fwd"}
 
     assert "aten.div" not in score_ops(ModelConfig(name="bert", size="base", num_layers=1, sequence_length=128))
+    gpt2 = score_ops(ModelConfig(name="gpt2", size="small", num_layers=1, sequence_length=128))
+    assert not gpt2 & {"aten.div", "aten.masked_fill", "aten.where"}
     assert "aten.div" in score_ops(ModelConfig(name="vit", size="b16", num_layers=1))
