@@ -3,7 +3,6 @@ iterations x gradient accumulation x replicas), with PopTorch's drop-last rule, 
 ``AsyncRebatched``'s rebatching (``ipuexp.poptorch.rebatch``); ``AsynchronousDataAccessor``."""
 from __future__ import annotations
 
-import logging
 from typing import Any, Optional
 
 import torch
@@ -12,7 +11,7 @@ from ipuexp.poptorch.enums import DataLoaderMode
 from ipuexp.poptorch.errors import Error, UnsupportedError
 from ipuexp.poptorch.rebatch import combined_batches, rebatched
 
-log = logging.getLogger("ipuexp.poptorch")
+from ipuexp.poptorch.logs import log
 
 
 class DataLoader(torch.utils.data.DataLoader):

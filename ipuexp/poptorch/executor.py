@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from ipuexp.poptorch import anchors, compile_hooks, executables, fp_exceptions, ops
+from ipuexp.poptorch import anchors, compile_hooks, executables, fp_exceptions, ops, optim, optim_state
 from ipuexp.poptorch.casting import casting, weights_of
 from ipuexp.poptorch.constants import as_compiled
 from ipuexp.poptorch.compile_hooks import registerPostCompileHook, registerPreCompileHook
@@ -39,7 +39,7 @@ class PoplarExecutor:
             from ipuexp.poptorch.optim import SGD
 
             optimizer = SGD(model.parameters(), lr=0.01)
-        self.optimizer = optimizer
+        self.optimizer = optim.warn_if_subclassed(optimizer) if training else optimizer
         if not training and self.options.Training.gradient_accumulation != 1:
             from ipuexp.poptorch.checks import inference_accumulation_error
 
@@ -86,6 +86,7 @@ class PoplarExecutor:
         self._inputs = Inputs(self.model, args, kwargs)
         self._constants = snapshot(self.model)
         self._anchors = anchors.for_model(self.options.anchored_tensors, self.model, self.training)
+        optim_state.follow(self)
         session = current()
         if session.predicted:
             return
@@ -139,12 +140,10 @@ class PoplarExecutor:
 
     def setOptimizer(self, optimizer: Any) -> None:
         """Take ``optimizer``'s hyper-parameters (learning rate, ...), keeping the optimizer state."""
-        if optimizer is self.optimizer:
-            return
-        for mine, theirs in zip(self.optimizer.param_groups, optimizer.param_groups):
-            mine.update({k: v for k, v in theirs.items() if k != "params"})
-        if hasattr(optimizer, "poptorch_args"):
-            self.optimizer.poptorch_args = dict(optimizer.poptorch_args)
+        optim.warn_if_subclassed(optimizer)
+        if optimizer is not self.optimizer:
+            self.optimizer = optim_state.adopt(self.optimizer, optimizer)
+        optim_state.follow(self)
 
     def copyWeightsToHost(self) -> None:
         """The weights live on the host already."""
