@@ -42,6 +42,20 @@ _PASSES = {
 POWER_CYCLES_HALF, POWER_CYCLES_FLOAT = 325, 312
 """PopLibs ``lib/popops/popopsCycleEstimators.hpp``, ``BinaryOpType::POWER``: {325, false, 1} for half, {312, false,
 1} for float: one element per inner loop, no vector width ("Power instruction not used": exp(b log a))."""
+DIVIDE_CYCLES = {(2, True): 4.0, (2, False): 5.25, (4, True): 3.0, (4, False): 5.0}
+"""Tile cycles per element of PopLibs' DIVIDE, by (bytes per element, divisor broadcast from one value):
+``lib/popops/popopsCycleEstimators.hpp``, ``broadcastOpPerfInfo`` {8, false, 2} half and {6, false, 2} float per 2
+elements, ``binaryOpPerfInfo`` {21, false, 4} half per 4 and {10, false, 2} float per 2; not vectorised, the six
+workers sharing a tile's elements. PopTorch lowers ``aten::div`` to PopART's ``Div`` (``divHandler``), a
+``popops::map(DIVIDE)`` of a tensor operand that is never folded to a multiply, and PopART's
+``DivArg0GradOpPattern`` divides again for the gradient."""
+SELECT_CYCLES = 5.0
+"""Tile cycles per element of PopLibs' ``Select`` (``popopsCycleEstimators.cpp``, ``selectCycles``: 5 cycles per
+element, vector width 1: three loads, a conditional move, a store). PopTorch lowers ``masked_fill`` and ``where``
+to PopART's ``Where`` (``maskedFillHandler``), run as ``popops::select``; its gradient is a cast and a multiply
+(``wherex.cpp``), vectorised, so only the forward pays it."""
+_DIVIDE_OPS = ("aten.div", "aten.div_")
+_SELECT_OPS = ("aten.where", "aten.masked_fill", "aten.masked_fill_")
 TRANSCENDENTAL_PASSES = 1.0
 """Extra pass of a transcendental (GELU, exp, tanh, ...): no public cycle figure; one more vector pass."""
 _SUPERSTEPS = {"norm": 2, "norm_bwd": 3, "softmax": 2, "softmax_bwd": 2, "reduction": 2, "embedding": 2}
@@ -111,7 +125,23 @@ def op_cycles(rec: OpRecord, ctx: TileContext) -> Cycles:
         compute, exchange = ctc_cycles(frames, batch, labels, ctx.compute_tiles, ctx.workers,
                                        ctx.exchange_bytes_per_cycle)
         return Cycles(compute * count, exchange * count)
-    return vector_op_cycles(rec, ctx)
+    cycles = vector_op_cycles(rec, ctx)
+    scalar = _scalar_loop_cycles(rec, ctx)
+    return Cycles(scalar, cycles.exchange) if scalar > cycles.compute else cycles
+
+
+def _scalar_loop_cycles(rec: OpRecord, ctx: TileContext) -> float:
+    """Cycles of an element-wise op whose PopLibs vertex is a scalar loop (a divide, a forward select), at
+    PopLibs' own per-element cycles spread over the compute tiles; 0 for any other op."""
+    if rec.kind != "elementwise":
+        return 0.0
+    elements = rec.elements_written
+    if rec.op in _DIVIDE_OPS:
+        broadcast = rec.elements_read < 1.5 * elements  # one operand a scalar: read once per element written
+        return elements * DIVIDE_CYCLES[(4 if ctx.activation_bytes == 4 else 2, broadcast)] / ctx.compute_tiles
+    if rec.op in _SELECT_OPS and rec.phase == "fwd":
+        return elements * SELECT_CYCLES / ctx.compute_tiles
+    return 0.0
 
 
 def vector_op_cycles(rec: OpRecord, ctx: TileContext) -> Cycles:

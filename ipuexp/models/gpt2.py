@@ -58,7 +58,7 @@ def build_gpt2(hp: Dict[str, Any], name: str = "gpt2") -> PipelinedModel:
     blocks = [Block("embeddings", embeddings)]
     for i in range(hp["layers"]):
         layer = PreNormLayer(hidden, hp["heads"], hp["ffn"], DROPOUT, DROPOUT, LAYER_NORM_EPS,
-                             causal=True, gelu_approximate="tanh")
+                             causal=True, gelu_approximate="tanh", reciprocal_scale=True)
         blocks.append(Block(f"layer{i}", layer, is_layer=True))
     blocks.append(Block("head", LMHead(embeddings.token, hidden)))
     spec = [

@@ -54,7 +54,8 @@ class Dropout(nn.Module):
 class SelfAttention(nn.Module):
     """Multi-head self-attention with separate Q, K, V projections and an output projection."""
 
-    def __init__(self, hidden: int, heads: int, attn_dropout: float = 0.0, causal: bool = False) -> None:
+    def __init__(self, hidden: int, heads: int, attn_dropout: float = 0.0, causal: bool = False,
+                 reciprocal_scale: bool = False) -> None:
         super().__init__()
         if hidden % heads:
             raise ValueError(f"hidden size {hidden} is not divisible by {heads} attention heads")
@@ -66,6 +67,10 @@ class SelfAttention(nn.Module):
         self.out = nn.Linear(hidden, hidden)
         self.attn_dropout = Dropout(attn_dropout)
         self.causal = causal
+        # Graphcore's BERT and GPT-2 scale the scores by a multiply with 1/sqrt(d) ("reciprocal multiply for
+        # speed", examples' bert_fused_attention.py and optimized_gpt2_attn.py; PopART's bert_model.py alike); its
+        # ViT divides, which PopLibs runs as a slower DIVIDE (emulator/cost.py).
+        self.reciprocal_scale = reciprocal_scale
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape
@@ -74,13 +79,19 @@ class SelfAttention(nn.Module):
     def forward(self, x: torch.Tensor, additive_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         b, s, h = x.shape
         q, k, v = self._split(self.query(x)), self._split(self.key(x)), self._split(self.value(x))
-        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+        scores = torch.matmul(q, k.transpose(-1, -2))
+        if self.reciprocal_scale:
+            scores = scores * (1.0 / math.sqrt(self.head_dim))
+        else:
+            scores = scores / math.sqrt(self.head_dim)
         if additive_mask is not None:
             scores = scores + additive_mask
         if self.causal:
-            # GPT-2's causal mask (a constant on the device); -10000 as in the original implementation.
-            keep = torch.ones(s, s, dtype=torch.bool, device=x.device).tril()
-            scores = scores.masked_fill(~keep, -10000.0)
+            # GPT-2's causal mask, a constant on the device, subtracted as Graphcore's GPT-2 does it
+            # (`attn_weights -= 1e4 * (1 - causal_mask)`, examples' optimized_gpt2_attn.py): a multiply and an add,
+            # vectorised, where a masked_fill would run PopLibs' scalar select.
+            keep = torch.ones(s, s, dtype=scores.dtype, device=x.device).tril()
+            scores = scores - 10000.0 * (1.0 - keep)
         probs = self.attn_dropout(F.softmax(scores, dim=-1))
         context = torch.matmul(probs, v).transpose(1, 2).reshape(b, s, h)
         return self.out(context)
@@ -101,7 +112,7 @@ class AttentionHalf(nn.Module):
     def __init__(self, hidden: int, heads: int, dropout: float, attn_dropout: float, eps: float,
                  packed: bool = False) -> None:
         super().__init__()
-        self.attention = SelfAttention(hidden, heads, attn_dropout)
+        self.attention = SelfAttention(hidden, heads, attn_dropout, reciprocal_scale=True)
         self.norm = nn.LayerNorm(hidden, eps=eps)
         self.dropout = Dropout(dropout)
         self.packed = packed
@@ -130,7 +141,7 @@ class PostNormLayer(nn.Module):
 
     def __init__(self, hidden: int, heads: int, ffn: int, dropout: float, attn_dropout: float, eps: float) -> None:
         super().__init__()
-        self.attention = SelfAttention(hidden, heads, attn_dropout)
+        self.attention = SelfAttention(hidden, heads, attn_dropout, reciprocal_scale=True)
         self.attention_norm = nn.LayerNorm(hidden, eps=eps)
         self.intermediate = nn.Linear(hidden, ffn)
         self.output = nn.Linear(ffn, hidden)
@@ -147,10 +158,10 @@ class PreNormLayer(nn.Module):
     """GPT-2 / ViT layer: LayerNorm before attention and before the MLP, residual adds after."""
 
     def __init__(self, hidden: int, heads: int, ffn: int, dropout: float, attn_dropout: float, eps: float,
-                 causal: bool = False, gelu_approximate: str = "none") -> None:
+                 causal: bool = False, gelu_approximate: str = "none", reciprocal_scale: bool = False) -> None:
         super().__init__()
         self.attention_norm = nn.LayerNorm(hidden, eps=eps)
-        self.attention = SelfAttention(hidden, heads, attn_dropout, causal=causal)
+        self.attention = SelfAttention(hidden, heads, attn_dropout, causal=causal, reciprocal_scale=reciprocal_scale)
         self.mlp_norm = nn.LayerNorm(hidden, eps=eps)
         self.fc1 = nn.Linear(hidden, ffn)
         self.fc2 = nn.Linear(ffn, hidden)
