@@ -8,7 +8,7 @@ from typing import Any, Optional
 import torch
 
 from ipuexp.poptorch.enums import DataLoaderMode
-from ipuexp.poptorch.errors import Error, UnsupportedError
+from ipuexp.poptorch.errors import Error
 from ipuexp.poptorch.rebatch import combined_batches, rebatched
 
 from ipuexp.poptorch.logs import log
@@ -30,8 +30,6 @@ class DataLoader(torch.utils.data.DataLoader):
             if batch_size != 1 or shuffle:
                 raise Error("`batch_sampler` option is mutually exclusive with batch_size, shuffle.")
             batch_size = getattr(batch_sampler, "batch_size", batch_size)
-        if options.Distributed.numProcesses > 1:
-            raise UnsupportedError("DataLoader in a distributed run", "one process")
         options._freeze()  # as PopTorch does: the loader's batches follow these options
         self._options = options
         self.mode = DataLoaderMode(mode)
@@ -55,6 +53,16 @@ class DataLoader(torch.utils.data.DataLoader):
                             "processed per step (%d) and drop_last=False. The last tensor will have a batch size of "
                             "%d. To avoid having to handle this special case switch to drop_last=True", n,
                             self._combined_batch_size, n % self._combined_batch_size)
+        self._share = None
+        if options.Distributed.numProcesses > 1 and auto_distributed_partitioning and \
+                not isinstance(dataset, torch.utils.data.IterableDataset):
+            from ipuexp.poptorch.distributed import ProcessShare
+
+            dataset = self._share = ProcessShare(dataset, options, self._combined_batch_size, drop_last)
+            if shuffle:  # the share shuffles the whole dataset itself, the same way in every process
+                shuffle = False
+            else:
+                self._share = None
         if persistent_workers is None:
             persistent_workers = num_workers > 0
         if self._sampled:
@@ -66,6 +74,8 @@ class DataLoader(torch.utils.data.DataLoader):
                              **kwargs)
 
     def __iter__(self) -> Any:
+        if self._share is not None:  # shuffling: a new global order each epoch
+            self._share.next_epoch()
         batches = super().__iter__()
         if self._sampled and self._num_batches_to_combine != 1:
             return combined_batches(batches, self._num_batches_to_combine, self._drop_last)

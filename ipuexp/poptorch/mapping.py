@@ -84,7 +84,10 @@ def options_values(opts: Options, training: bool) -> Mapped:
     out = Mapped()
     v = out.values
     v["training"] = bool(training)
-    v["options.replication_factor"] = opts.replication_factor
+    instances = opts.Distributed.numProcesses
+    v["options.replication_factor"] = opts.replication_factor * instances  # PopTorch's is each process's own
+    if instances > 1:
+        v["options.num_instances"] = instances
     v["options.device_iterations"] = opts.device_iterations
     v["options.gradient_accumulation"] = opts.Training.gradient_accumulation if training else 1
     mode = opts.output_mode
