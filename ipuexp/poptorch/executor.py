@@ -86,7 +86,7 @@ class PoplarExecutor:
         self._inputs = Inputs(self.model, args, kwargs)
         self._constants = snapshot(self.model)
         self._anchors = anchors.for_model(self.options.anchored_tensors, self.model, self.training)
-        optim_state.follow(self)
+        optim_state.follow(self, compiling=True)
         session = current()
         if session.predicted:
             return
@@ -262,7 +262,7 @@ class PoplarExecutor:
                 with torch.no_grad():
                     for p, g in zip(params, summed):
                         p.grad = reduction.normalised(g)
-                self.optimizer.step()
+                optim.device_step(self.optimizer)
             for p in params:
                 p.grad = None
             outputs.append(results)

@@ -105,6 +105,19 @@ class Optimizer:
         """A new loss scale (PopTorch: set on the optimizer, then ``setOptimizer``)."""
         self.poptorch_args["loss_scaling"] = float(value)
 
+    def __getattr__(self, name: str) -> Any:
+        """PopTorch's extra arguments read as attributes (``optimizer.accum_type``); None where not given."""
+        if name in _EXTRAS and "poptorch_args" in self.__dict__:
+            return self.__dict__["poptorch_args"].get(name)
+        raise AttributeError(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """... and set as attributes, as PopTorch's optimizers take them."""
+        if name in _EXTRAS and name != "loss_scaling" and "poptorch_args" in self.__dict__:
+            self.__dict__["poptorch_args"][name] = value
+        else:
+            super().__setattr__(name, value)
+
     def __getstate__(self) -> Dict[str, Any]:
         """torch's state (defaults, state, param groups) and the extra arguments, which torch's alone would drop."""
         return {**super().__getstate__(), "poptorch_args": self.poptorch_args}  # type: ignore[misc]
@@ -155,11 +168,25 @@ RMSprop = _make(torch.optim.RMSprop, "RMSprop", "torch.optim.RMSprop with PopTor
 _Lamb = lamb_class()
 
 
+def _native() -> Tuple[type, ...]:
+    return (torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW, torch.optim.RMSprop, SGD, Adam, AdamW, RMSprop,
+            LAMB)
+
+
+def device_step(optimizer: Any) -> None:
+    """The update the device runs: the step of the PopTorch (or torch) optimizer class ``optimizer`` is or
+    derives from, never a subclass's or an instance's own ``step`` (PopTorch runs PopART's optimizer)."""
+    for cls in type(optimizer).__mro__:
+        if cls in _native():
+            cls.step(optimizer)
+            return
+    optimizer.step()
+
+
 def warn_if_subclassed(optimizer: Any) -> Any:
     """PopTorch's warning for an optimizer class derived from one of its own or torch's: the device runs
     PopART's optimizer, never the subclass's Python."""
-    native = (torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW, torch.optim.RMSprop, SGD, Adam, AdamW, RMSprop,
-              LAMB)
+    native = _native()
     if isinstance(optimizer, native) and type(optimizer) not in native:
         from ipuexp.poptorch.logs import log
 

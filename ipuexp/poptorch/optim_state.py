@@ -232,7 +232,18 @@ def adopt(current: Any, new: Any) -> Any:
     return new
 
 
-def follow(executor: Any) -> None:
-    """The optimizer's device state follows a training model once it is compiled for a device."""
-    if executor.training and executor._compiled and not executor.options.calls.get("useOfflineIpuTarget"):
-        bind(executor.optimizer, executor.model, executor.options.Training.gradient_accumulation)
+def follow(executor: Any, compiling: bool = False) -> None:
+    """A training model takes its optimizer (compile, ``setOptimizer``): PopTorch's checks of the optimizer
+    (``optim_attrs``), and the optimizer's device state follows the model once it is compiled for a device."""
+    if not executor.training or not executor._compiled:
+        return
+    from ipuexp.poptorch.optim_attrs import AttributeTracker, reduction_for
+
+    options = executor.options
+    tracker = executor.__dict__.get("_attributes")
+    if tracker is None:
+        tracker = executor._attributes = AttributeTracker(bool(options.calls.get("relaxOptimizerAttributesChecks")))
+    tracker.check(executor.optimizer)
+    reduction_for(executor.optimizer, options, compiling)
+    if not options.calls.get("useOfflineIpuTarget"):
+        bind(executor.optimizer, executor.model, options.Training.gradient_accumulation)
