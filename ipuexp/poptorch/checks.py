@@ -63,6 +63,10 @@ class Inputs:
         self.compiled = [(n, (t.dtype, tuple(t.shape)) if isinstance(t, torch.Tensor) else _Constant(t))
                          for n, t in signature(model, args, kwargs)]
         self.positional = len(args)
+        from ipuexp.poptorch.buffer_checks import tensors
+
+        self.bound = tensors(model)
+        """The buffers and parameters the model was compiled with."""
 
     def validate(self, model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[str, Any],
                  shorter_batch: int = 0) -> None:
@@ -162,18 +166,22 @@ def batches_for_stages(training: bool, accumulation: int, device_iterations: int
 
 
 def checked_forward(model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[str, Any], options: Any,
-                    training: bool) -> Any:
-    """``model`` on one micro-batch under the compile-time checks of its blocks: an op outside any block, too few
-    micro-batches (or device iterations) for the pipeline's stages."""
-    from ipuexp.poptorch import ops
+                    training: bool, inputs: Optional["Inputs"] = None) -> Any:
+    """``model`` on one micro-batch under the compile-time checks of its blocks (an op outside any block, too few
+    micro-batches (or device iterations) for the pipeline's stages) and of its buffers (``buffer_checks``, against
+    those it was compiled with)."""
+    from ipuexp.poptorch import buffer_checks, ops
     from ipuexp.poptorch.blocks import listening
     from ipuexp.poptorch.errors import UnsupportedError
     from ipuexp.poptorch.mapping import stages_of
     from ipuexp.poptorch.strategy import ShardedExecution
 
     check = BlockCheck()
+    values = {name: b.detach().clone() for name, b in buffer_checks.tensors(model)[0].items()}
     with listening(check), check, ops.on_ipu():
         out = model(*args, **kwargs)
+    buffer_checks.check_bindings(inputs.bound if inputs is not None else buffer_checks.tensors(model), model)
+    buffer_checks.check_broadcast(values, model, options, training)
     if not check.blocks:
         return out
     check.raise_if_outside()

@@ -189,7 +189,7 @@ class PoplarExecutor:
             if self._checked:
                 with ops.on_ipu():
                     return self.model(*args, **kwargs)
-            out = checked_forward(self.model, args, kwargs, self.options, self.training)
+            out = checked_forward(self.model, args, kwargs, self.options, self.training, self._inputs)
         self._checked = True
         return out
 
