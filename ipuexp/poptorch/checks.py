@@ -220,6 +220,6 @@ def inference_accumulation_error(strategy: Any) -> Error:
     message = ("You must set poptorch.Options().Training.gradientAccumulation to 1 or leave it as its default value "
                "(1) when running a poptorch.inferenceModel().")
     if not isinstance(strategy, ShardedExecution):  # PopTorch's default strategy pipelines
-        message += (" Use poptorch.Options().deviceIterations() to process a sufficient number of batches each run "
+        message += (" Use poptorch.Options().deviceIterations to process a sufficient number of batches each run "
                     "for pipelined execution instead.")
     return InferenceAccumulationError(message)

@@ -272,7 +272,7 @@ class PoplarExecutor:
         means = [sum(step_losses[i:i + per_update]) / per_update for i in range(0, len(step_losses), per_update)]
         current().log_call(means, first_dim(args, kwargs), time.perf_counter() - start)
         mode = self.options.output_mode
-        return _combine(outputs, OutputMode.Final if mode == OutputMode.Default else mode)
+        return _combine(outputs, OutputMode.Final if mode == OutputMode.Default else mode, self.options)
 
     def _infer(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         layout = self._layout(args, kwargs)
@@ -281,7 +281,7 @@ class PoplarExecutor:
             outputs = [[[self._forward(a, k) for a, k in per_replica] for per_replica in per_iteration]
                        for per_iteration in micro_batches(args, kwargs, layout)]
         mode = self.options.output_mode
-        return _combine(outputs, OutputMode.All if mode == OutputMode.Default else mode)
+        return _combine(outputs, OutputMode.All if mode == OutputMode.Default else mode, self.options)
 
 
 __all__ = ["PoplarExecutor", "inferenceModel", "registerPostCompileHook", "registerPreCompileHook", "trainingModel"]

@@ -26,14 +26,23 @@ def micro_batches(args: Any, kwargs: Any, layout: Tuple[int, int, int, int]) -> 
             for d in range(iterations)]
 
 
-def combine(outputs: List[List[List[Any]]], mode: OutputMode) -> Any:
+def combine(outputs: List[List[List[Any]]], mode: OutputMode, options: Any = None) -> Any:
     """What PopTorch returns: every micro-batch's outputs concatenated (All; scalars stacked), the last
-    micro-batch's of each replica (Final), or their sum over the call per replica (Sum); a scalar output returned
-    once (one replica under Final and Sum, one micro-batch under All) stays a scalar, several are stacked."""
+    micro-batch's of each replica (Final), the same of every ``options.output_return_period``-th device
+    iteration (EveryN), or their sum over the call per replica (Sum); a scalar output returned once (one replica
+    under Final and Sum, one micro-batch under All) stays a scalar, several are stacked."""
     if mode == OutputMode.All:
         picked = [o for per_iteration in outputs for per_replica in per_iteration for o in per_replica]
     elif mode == OutputMode.Final:
         picked = [per_replica[-1] for per_replica in outputs[-1]]
+    elif mode == OutputMode.EveryN:
+        period = options.output_return_period
+        if period > len(outputs) or len(outputs) % period:  # PopART's DataFlow::isValidAnchorReturnPeriod
+            from ipuexp.poptorch.errors import Error
+
+            raise Error("Return period must be <= to the number of batches per step" if period > len(outputs) else
+                        "Return period must be a factor of the number of batches per step")
+        picked = [per_replica[-1] for per_iteration in outputs[period - 1::period] for per_replica in per_iteration]
     else:
         replicas = len(outputs[0])
         flat_all = [[tree_flatten(o)[0] for per_iteration in outputs for o in per_iteration[r]]

@@ -92,7 +92,9 @@ def options_values(opts: Options, training: bool) -> Mapped:
     v["options.gradient_accumulation"] = opts.Training.gradient_accumulation if training else 1
     mode = opts.output_mode
     v["options.output_mode"] = {OutputMode.Final: "final", OutputMode.All: "all", OutputMode.Sum: "sum",
-                                OutputMode.Default: "default"}[mode]
+                                OutputMode.Default: "default", OutputMode.EveryN: "all"}[mode]
+    if mode == OutputMode.EveryN:  # the prediction does not cost what a call returns
+        out.no_effect.append(f"outputMode(EveryN, output_return_period={opts.output_return_period})")
     reduction = opts.Training.accumulation_and_replication_reduction_type
     v["options.reduction_type"] = "sum" if reduction == ReductionType.Sum else "mean"
     if opts.Training.auto_loss_scaling:

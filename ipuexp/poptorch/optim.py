@@ -59,8 +59,9 @@ class Optimizer:
     def _track(self, given: Dict[str, Any]) -> None:
         allowed = sorted(k for k in self.defaults if k not in ("foreach", "maximize", "capturable",
                                                               "differentiable", "fused"))
+        sgd = isinstance(self, torch.optim.SGD)
         allowed += [k for k in ("loss_scaling", "velocity_scaling", "max_weight_norm")
-                    if k == "loss_scaling" or k in given or (k == "velocity_scaling" and isinstance(self, torch.optim.SGD))]
+                    if k == "loss_scaling" or k in given or (k == "velocity_scaling" and sgd)]
         self.variable_attrs = VariableAttributes([k for k, v in given.items() if v is not None and k in allowed],
                                                  allowed)
 

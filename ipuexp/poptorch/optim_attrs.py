@@ -5,7 +5,7 @@ optimizer whose gradient accumulators are fp16 (``accum_type=torch.half``, separ
 mean reduction: set at compile, an error once the model is compiled with another."""
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any, Dict, List
 
 import torch
 
@@ -20,7 +20,7 @@ class AttributeTracker:
 
     def __init__(self, relaxed: bool) -> None:
         self.relaxed = relaxed
-        self.seen = {"optimizer attribute": [], "group": [], "default group variable": []}  # type: ignore[var-annotated]
+        self.seen: Dict[str, List[str]] = {"optimizer attribute": [], "group": [], "default group variable": []}
         self.recording = True
         self.said: List[str] = []
 

@@ -40,8 +40,8 @@ def test_options_chain_and_clone():
 
 
 def test_unsupported_options_say_what_is_supported():
-    with pytest.raises(poptorch.UnsupportedError, match=r"^OutputMode.EveryN is not supported; supported: "):
-        poptorch.Options().outputMode(poptorch.OutputMode.EveryN)
+    with pytest.raises(poptorch.UnsupportedError, match=r"^Options.inputReplicaGrouping is not supported; "):
+        poptorch.Options().inputReplicaGrouping(2)
     with pytest.raises(poptorch.UnsupportedError, match="PipelinedExecution, ShardedExecution"):
         poptorch.SerialPhasedExecution("B1")
 
