@@ -21,7 +21,7 @@ if _run_as_command():
 
 from ipuexp.poptorch import _impl, optim  # noqa: E402  (torch: after the command line's early answers)
 from ipuexp.poptorch.arg_parsers import ICustomArgParser, registerCustomArgParser
-from ipuexp.poptorch.blocks import Block, BeginBlock, BlockFunction, removeBlocks
+from ipuexp.poptorch.blocks import Block, BeginBlock, BlockFunction, module_repr, removeBlocks
 from ipuexp.poptorch.dataloader import AsynchronousDataAccessor, DataLoader
 from ipuexp.poptorch.enums import (AutoStage, ConnectionType, DataLoaderMode, HalfFloatCastingBehavior, Liveness,
                                    MatMulSerializationMode, MeanReductionStrategy, OutputMode, OverlapMode,
@@ -62,7 +62,8 @@ __all__ = [
     "MatMulSerializationMode", "MeanReductionStrategy", "Options", "OutputMode", "OverlapMode",
     "ParallelPhasedExecution", "PipelinedExecution", "PoplarExecutor", "ReductionType", "SerialPhasedExecution", "ShardedExecution", "SharingStrategy", "Stage",
     "SyncPattern", "TensorLocationSettings", "UnsupportedError", "identity_loss", "inferenceModel",
-    "ipuHardwareIsAvailable", "ipuHardwareVersion", "ipu_print_tensor", "isRunningOnIpu", "load", "nop", "optim",
+    "ipuHardwareIsAvailable", "ipuHardwareVersion", "ipu_print_tensor", "isRunningOnIpu", "load", "module_repr", "nop",
+    "optim",
     "recomputationCheckpoint", "registerCustomArgParser", "registerPostCompileHook", "registerPreCompileHook",
     "removeBlocks", "setLogLevel", "set_available_memory", "set_overlap_for_input", "set_overlap_for_output",
     "trainingModel",

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from ipuexp.poptorch import anchors, compile_hooks, executables, fp_exceptions, ops, optim, optim_state
+from ipuexp.poptorch import anchors, blocks, compile_hooks, executables, fp_exceptions, ops, optim, optim_state
 from ipuexp.poptorch.casting import casting, weights_of
 from ipuexp.poptorch.constants import as_compiled
 from ipuexp.poptorch.compile_hooks import registerPostCompileHook, registerPreCompileHook
@@ -176,8 +176,8 @@ class PoplarExecutor:
             raise AttributeError(name)
         return getattr(model, name)
 
-    def __repr__(self) -> str:
-        return f"PoplarExecutor({'training' if self.training else 'inference'}, {self.model!r})"
+    def __repr__(self) -> str:  # PopTorch's: the model's, with its BeginBlocks
+        return blocks.module_repr(self.model)
 
     # ---- the numerics ----------------------------------------------------------------------------------------
     def _forward(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
