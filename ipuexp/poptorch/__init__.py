@@ -53,7 +53,11 @@ def ipuHardwareVersion() -> int:
 
 
 def setLogLevel(level: object) -> None:
-    """PopTorch's log level: ipuexp's own logging is unaffected."""
+    """PopTorch's log level (TRACE, DEBUG, INFO, WARN, ERR, OFF or its number): what ``ipuexp.poptorch`` shows;
+    ipuexp's own logging is unaffected."""
+    from ipuexp.poptorch.logs import set_level
+
+    set_level(level)
 
 
 __all__ = [

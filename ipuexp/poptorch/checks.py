@@ -62,6 +62,9 @@ class Inputs:
     def __init__(self, model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
         self.compiled = [(n, (t.dtype, tuple(t.shape)) if isinstance(t, torch.Tensor) else _Constant(t))
                          for n, t in signature(model, args, kwargs)]
+        empty = next((shape for _, shape in self.compiled if isinstance(shape, tuple) and 0 in shape[1]), None)
+        if empty is not None:  # the IPU has no zero-sized tensors
+            raise Error(f"Zero-sized tensors are unsupported (Got shape {list(empty[1])})")
         self.positional = len(args)
         from ipuexp.poptorch.buffer_checks import tensors
 

@@ -248,3 +248,18 @@ def test_left_out_arguments_are_their_defaults_and_constants_are_compiled_in(job
         model(one, scale=3)
     with pytest.raises(poptorch.Error, match="Type mismatch for c: expected <class 'NoneType'>"):
         model(one, c=one)
+
+
+def test_a_zero_sized_input_is_refused():
+    with pytest.raises(poptorch.Error, match=r"Zero-sized tensors are unsupported \(Got shape \[0, 2\]\)"):
+        poptorch.inferenceModel(torch.nn.Linear(2, 2))(torch.randn(0, 2))
+
+
+def test_log_levels_are_poptorch_s():
+    for level in (0, 1, 2, 3, 4, "TRACE", "DEBUG", "INFO", "ERR", "OFF", "WARN"):
+        poptorch.setLogLevel(level)
+    with pytest.raises(ValueError, match="Invalid log level integer"):
+        poptorch.setLogLevel(5)
+    with pytest.raises(ValueError, match="Unknown log level: loud. Valid values are DEBUG, ERR, INFO, OFF, TRACE and "
+                                         "WARN"):
+        poptorch.setLogLevel("loud")
