@@ -14,6 +14,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from ipuexp.poptorch import anchors, blocks, compile_hooks, executables, fp_exceptions, ops, optim, optim_state
 from ipuexp.poptorch.casting import casting, weights_of
 from ipuexp.poptorch.constants import as_compiled
+from ipuexp.poptorch.device_rng import DeviceRng
 from ipuexp.poptorch.compile_hooks import registerPostCompileHook, registerPreCompileHook
 from ipuexp.poptorch.enums import OutputMode, ReductionType
 from ipuexp.poptorch.options import Options
@@ -63,7 +64,7 @@ class PoplarExecutor:
             self._inputs.validate(self.model, args, kwargs, 0 if self.training else replicas * self._micro_batch_size)
         self._attached = True
         tensors = [*self.model.parameters(), *tree_flatten((args, kwargs))[0]]
-        with as_compiled(self.model, self._constants), half_products(tensors):
+        with as_compiled(self.model, self._constants), half_products(tensors), self._rng.active():
             return self._train(args, kwargs) if self.training else self._infer(args, kwargs)
 
     def compile(self, *args: Any, **kwargs: Any) -> None:
@@ -84,7 +85,7 @@ class PoplarExecutor:
         batch = first_dim(args, kwargs)
         self._micro_batch_size = batch // self._batches_per_call() if batch else 1  # no batched input: one sample
         self._inputs = Inputs(self.model, args, kwargs)
-        self._constants = snapshot(self.model)
+        self._constants, self._rng = snapshot(self.model), DeviceRng(self.options.random_seed)
         self._anchors = anchors.for_model(self.options.anchored_tensors, self.model, self.training)
         optim_state.follow(self, compiling=True)
         session = current()
