@@ -179,10 +179,18 @@ def checked_forward(model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[
     from ipuexp.poptorch.mapping import stages_of
     from ipuexp.poptorch.strategy import ShardedExecution
 
+    from ipuexp.poptorch.overlap_checks import OverlapCheck, _active
+
     check = BlockCheck()
     values = {name: b.detach().clone() for name, b in buffer_checks.tensors(model)[0].items()}
-    with listening(check), check, ops.on_ipu():
-        out = model(*args, **kwargs)
+    overlap = OverlapCheck([t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)])
+    _active.append(overlap)
+    try:
+        with listening(check), check, overlap, ops.on_ipu():
+            out = model(*args, **kwargs)
+    finally:
+        _active.remove(overlap)
+    overlap.check(out, options)
     buffer_checks.check_bindings(inputs.bound if inputs is not None else buffer_checks.tensors(model), model)
     buffer_checks.check_broadcast(values, model, options, training)
     if not check.blocks:

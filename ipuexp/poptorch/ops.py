@@ -31,24 +31,28 @@ def on_ipu() -> Iterator[None]:
         marks["on_ipu"] -= 1
 
 
-def _overlap(tensors: Any, mode: Any) -> Any:
+def _overlap(tensors: Any, mode: Any, output: bool) -> Any:
+    from torch.utils._pytree import tree_map
+
     from ipuexp.poptorch.errors import Error
+    from ipuexp.poptorch.overlap_checks import active
 
     for t in _flatten(tensors):
         if not isinstance(t, torch.Tensor):
             raise Error(f"You may only set overlap for torch.tensor inputs. {type(t)} is not supported.")
-    return tensors
+    check = active()
+    return tensors if check is None else tree_map(lambda t: check.mark(t, mode, output), tensors)
 
 
 def set_overlap_for_input(input_tensors: Any, mode: Any) -> Any:
     """The host IO of these inputs overlaps compute (``mode``: an ``OverlapMode``): the values are unchanged; the
     prediction's overlap follows ``options.io.num_io_tiles`` (``TensorLocations.numIOTiles``)."""
-    return _overlap(input_tensors, mode)
+    return _overlap(input_tensors, mode, False)
 
 
 def set_overlap_for_output(output_tensors: Any, mode: Any) -> Any:
     """The host IO of these outputs overlaps compute: the values are unchanged, as for the inputs."""
-    return _overlap(output_tensors, mode)
+    return _overlap(output_tensors, mode, True)
 
 
 def identity_loss(x: torch.Tensor, reduction: str) -> torch.Tensor:
