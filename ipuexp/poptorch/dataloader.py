@@ -35,18 +35,21 @@ class DataLoader(torch.utils.data.DataLoader):
         self.mode = DataLoaderMode(mode)
         self._num_batches_to_combine = (options.device_iterations * options.replication_factor
                                         * options.Training.gradient_accumulation)
-        self._combined_batch_size = int(batch_size) * self._num_batches_to_combine
+        # batch_size=None: torch's unbatched loading, one sample at a time (no combined batch)
+        self._combined_batch_size = None if batch_size is None else int(batch_size) * self._num_batches_to_combine
         self._drop_last = drop_last
         # PopTorch rebatches in AsyncRebatched mode, and in Async mode when a short last batch must be kept
-        self._rebatch = not self._sampled and (self.mode == DataLoaderMode.AsyncRebatched or (
-            self.mode == DataLoaderMode.Async and not drop_last and self._combined_batch_size > 1))
+        self._rebatch = not self._sampled and batch_size is not None and (
+            self.mode == DataLoaderMode.AsyncRebatched or (
+                self.mode == DataLoaderMode.Async and not drop_last and self._combined_batch_size > 1))
         loaded = self._combined_batch_size
         if self._rebatch and rebatched_worker_size is not None:
             if rebatched_worker_size > self._combined_batch_size:
                 raise Error(f"The rebatched_worker_size ({rebatched_worker_size}) must be <= to the combined batch "
                             f"size ({self._combined_batch_size})")
             loaded = int(rebatched_worker_size)
-        if not isinstance(dataset, torch.utils.data.IterableDataset) and not drop_last and not self._sampled:
+        if not isinstance(dataset, torch.utils.data.IterableDataset) and not drop_last and not self._sampled \
+                and batch_size is not None:
             n = len(dataset)
             if n % self._combined_batch_size:
                 log.warning("The number of elements in the dataset (%d) is not divisible by the number of elements "
@@ -54,7 +57,7 @@ class DataLoader(torch.utils.data.DataLoader):
                             "%d. To avoid having to handle this special case switch to drop_last=True", n,
                             self._combined_batch_size, n % self._combined_batch_size)
         self._share = None
-        if options.Distributed.numProcesses > 1 and auto_distributed_partitioning and \
+        if options.Distributed.numProcesses > 1 and auto_distributed_partitioning and batch_size is not None and \
                 not isinstance(dataset, torch.utils.data.IterableDataset):
             from ipuexp.poptorch.distributed import ProcessShare
 
@@ -70,7 +73,8 @@ class DataLoader(torch.utils.data.DataLoader):
                              persistent_workers=persistent_workers, **kwargs)
         else:
             super().__init__(dataset, batch_size=loaded, shuffle=bool(shuffle), num_workers=num_workers,
-                             drop_last=drop_last and not self._rebatch, persistent_workers=persistent_workers,
+                             drop_last=drop_last and not self._rebatch and batch_size is not None,
+                             persistent_workers=persistent_workers,
                              **kwargs)
 
     def __iter__(self) -> Any:
