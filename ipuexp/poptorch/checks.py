@@ -181,6 +181,7 @@ def checked_forward(model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[
 
     from ipuexp.poptorch.overlap_checks import OverlapCheck, _active
 
+    too_many(options.replication_factor)  # each replica takes an IPU at least
     check = BlockCheck()
     values = {name: b.detach().clone() for name, b in buffer_checks.tensors(model)[0].items()}
     overlap = OverlapCheck([t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)])
@@ -207,13 +208,21 @@ def checked_forward(model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[
     return out
 
 
+def too_many(num: int) -> None:
+    """One process drives 64 IPUs at most (more take PopRun instances: ``Distributed.configureProcessId``)."""
+    if num > 64:
+        raise Error(f"Too many IPUs requested ({num}). Experiments that need more than 64 IPUs require distributed "
+                    "execution.")
+
+
 def ipus_to_reserve(ipus_per_replica: int, replicas: int, auto_round: bool) -> None:
     """PopTorch reserves a power of two of IPUs: a model on another number fails to compile unless
     ``Options.autoRoundNumIPUs(True)``, which reserves the next power of two and leaves the extra IPUs idle
-    (``options.auto_round_num_ipus``)."""
+    (``options.auto_round_num_ipus``); and no more than 64 (``too_many``)."""
     num = ipus_per_replica * replicas
+    too_many(num)
     rounded = 1 << (num - 1).bit_length()
-    if num == rounded or num > 64 or auto_round:
+    if num == rounded or auto_round:
         return
     raise Error(f"Reserving IPUs: The model specifies the use of {num} IPUs, however PopTorch must reserve a minimum of {rounded} "
                 "in order to allow the model to run, because PopTorch must reserve a power of 2 or maximum of 64 "

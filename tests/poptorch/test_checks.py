@@ -263,3 +263,8 @@ def test_log_levels_are_poptorch_s():
     with pytest.raises(ValueError, match="Unknown log level: loud. Valid values are DEBUG, ERR, INFO, OFF, TRACE and "
                                          "WARN"):
         poptorch.setLogLevel("loud")
+
+
+def test_one_process_drives_64_ipus_at_most(job):
+    with pytest.raises(poptorch.Error, match=r"Too many IPUs requested \(128\)"):
+        poptorch.inferenceModel(torch.nn.Linear(2, 2), poptorch.Options().replicationFactor(128))(torch.ones(128, 2))
