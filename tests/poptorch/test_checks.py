@@ -121,7 +121,9 @@ def test_is_running_on_ipu_hooks_and_overlap(job):
     pre = poptorch.registerPreCompileHook(lambda: seen.append("pre"))
     post = poptorch.registerPostCompileHook(lambda: seen.append("post"))
     try:
-        model = poptorch.inferenceModel(Model())
+        opts = poptorch.Options().setExecutionStrategy(poptorch.ShardedExecution())  # what overlapped IO needs
+        opts.TensorLocations.numIOTiles(32)
+        model = poptorch.inferenceModel(Model(), opts)
         torch.testing.assert_close(model(torch.ones(2)), torch.full((2,), 2.0))
     finally:
         pre.remove()
