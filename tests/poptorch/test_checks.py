@@ -201,6 +201,19 @@ def test_floating_point_exceptions(job, enabled):
         assert torch.isinf(model(torch.ones(2, 2), torch.zeros(2, 2))).all()
 
 
+def test_comparing_a_nan_is_an_invalid_operation(job):
+    class Greater(torch.nn.Module):
+        def forward(self, x, y):
+            return x > y
+
+    opts = poptorch.Options()
+    opts.Precision.enableFloatingPointExceptions(True)
+    nan = torch.full((2, 2), float("nan"))
+    with pytest.raises(poptorch.Error, match="gt compared a NaN"):
+        poptorch.inferenceModel(Greater(), opts)(torch.ones(2, 2), nan)
+    assert not poptorch.inferenceModel(Greater())(torch.ones(2, 2), nan).any()
+
+
 def test_the_loss_scale_is_set_on_the_optimizer(job):
     class Model(torch.nn.Module):
         def __init__(self) -> None:
