@@ -16,9 +16,11 @@ from ipuexp.poptorch.casting import casting, weights_of
 from ipuexp.poptorch.constants import as_compiled
 from ipuexp.poptorch.device_rng import DeviceRng
 from ipuexp.poptorch.compile_hooks import registerPostCompileHook, registerPreCompileHook
-from ipuexp.poptorch.enums import OutputMode, ReductionType
+from ipuexp.poptorch.enums import ConnectionType, OutputMode, ReductionType
+from ipuexp.poptorch.errors import Error
 from ipuexp.poptorch.options import Options
-from ipuexp.poptorch.layout import combine as _combine, first_dim, micro_batches, precision_of, script_name
+from ipuexp.poptorch.layout import (batches_per_call, call_layout, combine as _combine, first_dim, micro_batches,
+                                   precision_of, script_name)
 from ipuexp.training.half_kernels import half_products
 
 
@@ -57,6 +59,10 @@ class PoplarExecutor:
 
     # ---- PopTorch's methods ----------------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        calls = self.options.calls
+        offline = calls.get("useOfflineIpuTarget") or calls.get("connectionType") == ConnectionType.Never
+        assert not offline, ("Trying to run a model on an offline device (ConnectionType.Never): use "
+                             "model.compile(inputs) instead of model(inputs)")  # PopTorch's assertion
         if not self._compiled:
             self.compile(*args, **kwargs)
         elif self._inputs is not None:
@@ -155,9 +161,13 @@ class PoplarExecutor:
     def detachFromDevice(self) -> None:
         if not self._compiled:
             raise RuntimeError("Cannot detach a model that is not attached to a device (call it or compile it first)")
+        if not self._attached:
+            raise Error("Device is not attached")
         self._attached = False
 
     def attachToDevice(self) -> None:
+        if self._compiled and self._attached:
+            raise Error("Device is already attached")
         self._attached = True
 
     def isAttachedToDevice(self) -> bool:
@@ -195,28 +205,10 @@ class PoplarExecutor:
         return out
 
     def _batches_per_call(self) -> int:
-        o = self.options
-        ga = o.Training.gradient_accumulation if self.training else 1
-        return o.device_iterations * o.replication_factor * ga
+        return batches_per_call(self.options, self.training)
 
     def _layout(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[int, int, int, int]:
-        """(device iterations, replicas, accumulation, micro-batch size) of a call. An inference call may be
-        shorter than the compiled one by whole device iterations (a DataLoader's last batch with drop_last=False)."""
-        o = self.options
-        ga = o.Training.gradient_accumulation if self.training else 1
-        replicas = o.replication_factor
-        batch = first_dim(args, kwargs)
-        per_call = self._batches_per_call()
-        if batch == 0:  # no batched input (a model of buffers alone): every micro-batch reads the same inputs
-            return o.device_iterations, replicas, ga, 0
-        if batch % per_call == 0:
-            return o.device_iterations, replicas, ga, batch // per_call
-        mbs = self._micro_batch_size
-        if not self.training and mbs and batch % (replicas * mbs) == 0:
-            return batch // (replicas * mbs), replicas, ga, mbs
-        raise ValueError(f"the model was called with a batch of {batch} samples, not a multiple of device iterations "
-                         f"x replicas x gradient accumulation ({per_call} micro-batches)"
-                         + (f" of {mbs} samples" if mbs else ""))
+        return call_layout(self.options, self.training, self._micro_batch_size, first_dim(args, kwargs))
 
     def _train(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         from ipuexp.poptorch.session import current

@@ -11,6 +11,32 @@ from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from ipuexp.poptorch.enums import OutputMode
 
 
+def batches_per_call(options: Any, training: bool) -> int:
+    """Micro-batches per call: device iterations x replicas x gradient accumulation (training)."""
+    ga = options.Training.gradient_accumulation if training else 1
+    return options.device_iterations * options.replication_factor * ga
+
+
+def call_layout(options: Any, training: bool, micro_batch_size: int, batch: int) -> Tuple[int, int, int, int]:
+    """(device iterations, replicas, accumulation, micro-batch size) of a call of ``batch`` samples. An inference
+    call may be shorter than the compiled one by whole device iterations (a DataLoader's last batch with
+    drop_last=False)."""
+    o = options
+    ga = o.Training.gradient_accumulation if training else 1
+    replicas = o.replication_factor
+    per_call = batches_per_call(options, training)
+    if batch == 0:  # no batched input (a model of buffers alone): every micro-batch reads the same inputs
+        return o.device_iterations, replicas, ga, 0
+    if batch % per_call == 0:
+        return o.device_iterations, replicas, ga, batch // per_call
+    mbs = micro_batch_size
+    if not training and mbs and batch % (replicas * mbs) == 0:
+        return batch // (replicas * mbs), replicas, ga, mbs
+    raise ValueError(f"the model was called with a batch of {batch} samples, not a multiple of device iterations "
+                     f"x replicas x gradient accumulation ({per_call} micro-batches)"
+                     + (f" of {mbs} samples" if mbs else ""))
+
+
 def micro_batches(args: Any, kwargs: Any, layout: Tuple[int, int, int, int]) -> List[Any]:
     """(args, kwargs) of each micro-batch of a call laid out as (device iterations, replicas, accumulation,
     micro-batch size); a micro-batch size of 0 (no batched input): every micro-batch reads the call's inputs."""

@@ -225,6 +225,15 @@ def test_executor_methods(tmp_path):
         training.copyWeightsToHost()
         training.detachFromDevice()
         assert not training.isAttachedToDevice()
+        with pytest.raises(poptorch.Error, match="Device is not attached"):
+            training.detachFromDevice()
+        training.attachToDevice()
+        with pytest.raises(poptorch.Error, match="Device is already attached"):
+            training.attachToDevice()
+        offline = poptorch.inferenceModel(model, poptorch.Options().useOfflineIpuTarget())
+        offline.compile(x, y)  # compiles for the offline target; runs nowhere
+        with pytest.raises(AssertionError, match="Trying to run a model on an offline device"):
+            offline(x, y)
         training.destroy()
         assert not training.isCompiled()
         assert training.w is model.w  # the wrapped model's attributes

@@ -58,3 +58,13 @@ def test_a_folder_gets_model_poptorch_and_a_missing_folder_is_made(tmp_path, cap
     assert "is a directory, saving model to" in capfd.readouterr().err
     model.save(str(tmp_path / "new" / "deeper" / "m.poptorch"))
     assert (tmp_path / "new" / "deeper" / "m.poptorch").is_file()
+
+
+def test_compiled_offline_then_loaded_to_run(tmp_path):
+    path = str(tmp_path / "offline.poptorch")
+    x = torch.randn(2, 4)
+    offline = poptorch.inferenceModel(_Net(), poptorch.Options().useOfflineIpuTarget())
+    offline.compileAndExport(path, x)
+    with pytest.raises(AssertionError, match="offline device"):
+        offline(x)
+    assert poptorch.load(path)(x).shape == (2, 3)
