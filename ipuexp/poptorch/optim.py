@@ -154,6 +154,10 @@ def _make(base: Any, name: str, doc: str) -> Any:
         self._track(dict(kwargs, lr=lr))
 
     def step(self: Any, closure: Any = None) -> Any:
+        if name == "RMSprop" and self.poptorch_args.get("use_tf_variant"):
+            from ipuexp.poptorch import tf_rmsprop
+
+            return self._stepped(tf_rmsprop.step, closure)
         return self._stepped(base.step, closure)
 
     return type(name, (Optimizer, base), {"__init__": __init__, "step": step, "__doc__": doc,
