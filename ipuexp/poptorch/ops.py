@@ -103,6 +103,8 @@ def loss_of(outputs: Any) -> torch.Tensor:
     gradient (summed when there are several, as PopTorch sums several losses)."""
     flat: List[torch.Tensor] = [t for t in _flatten(outputs) if isinstance(t, torch.Tensor)]
     marked = [t for t in flat if t in marks["losses"]]
+    if len(marked) > 1:  # a loss another marked loss is computed from is a partial one: the final losses remain
+        marked = [t for t in marked if not any(_feeds(t, other) for other in marked if other is not t)] or marked
     if marked:
         return marked[0] if len(marked) == 1 else sum(marked[1:], marked[0])
     if isinstance(outputs, torch.Tensor) and outputs.dim() == 0:
@@ -115,6 +117,22 @@ def loss_of(outputs: Any) -> torch.Tensor:
                                "a model returning its loss (a scalar, or poptorch.identity_loss(...)), "
                                "alone or in a tuple")
     return scalars[0] if len(scalars) == 1 else sum(scalars[1:], scalars[0])
+
+
+def _feeds(t: torch.Tensor, other: torch.Tensor) -> bool:
+    """Whether ``other`` was computed from ``t`` (``t``'s autograd node is among ``other``'s ancestors)."""
+    if t.grad_fn is None or other.grad_fn is None:
+        return False
+    seen, todo = set(), [other.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is t.grad_fn:
+            return True
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        todo.extend(n for n, _ in node.next_functions)
+    return False
 
 
 def _flatten(x: Any) -> List[Any]:
