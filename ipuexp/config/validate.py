@@ -148,7 +148,9 @@ def _check_numerics(cfg: ConfigNode, w: Warnings) -> None:
     one_of(cfg, "optimizer.state_precision", STATE_PRECISIONS)
     if value_at(cfg, "options.stash_precision") is not None:
         one_of(cfg, "options.stash_precision", STASH_PRECISIONS, " | null (the activations' own precision)")
-    positive(cfg, "optimizer.learning_rate")
+    lr = value_at(cfg, "optimizer.learning_rate")
+    if not is_number(lr) or lr < 0:  # 0 holds the weights (PopTorch takes it: a warm-up from 0, a frozen run)
+        raise ConfigError("optimizer.learning_rate", lr, "allowed: a number >= 0")
     wd = value_at(cfg, "optimizer.weight_decay")
     if not is_number(wd) or wd < 0:
         raise ConfigError("optimizer.weight_decay", wd, "allowed: a number >= 0")

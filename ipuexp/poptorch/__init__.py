@@ -21,7 +21,7 @@ if _run_as_command():
 
 from ipuexp.poptorch import _impl, optim  # noqa: E402  (torch: after the command line's early answers)
 from ipuexp.poptorch.arg_parsers import ICustomArgParser, registerCustomArgParser
-from ipuexp.poptorch.blocks import Block, BeginBlock, BlockFunction, removeBlocks
+from ipuexp.poptorch.blocks import Block, BeginBlock, BlockFunction, module_repr, removeBlocks
 from ipuexp.poptorch.dataloader import AsynchronousDataAccessor, DataLoader
 from ipuexp.poptorch.enums import (AutoStage, ConnectionType, DataLoaderMode, HalfFloatCastingBehavior, Liveness,
                                    MatMulSerializationMode, MeanReductionStrategy, OutputMode, OverlapMode,
@@ -53,7 +53,11 @@ def ipuHardwareVersion() -> int:
 
 
 def setLogLevel(level: object) -> None:
-    """PopTorch's log level: ipuexp's own logging is unaffected."""
+    """PopTorch's log level (TRACE, DEBUG, INFO, WARN, ERR, OFF or its number): what ``ipuexp.poptorch`` shows;
+    ipuexp's own logging is unaffected."""
+    from ipuexp.poptorch.logs import set_level
+
+    set_level(level)
 
 
 __all__ = [
@@ -62,7 +66,8 @@ __all__ = [
     "MatMulSerializationMode", "MeanReductionStrategy", "Options", "OutputMode", "OverlapMode",
     "ParallelPhasedExecution", "PipelinedExecution", "PoplarExecutor", "ReductionType", "SerialPhasedExecution", "ShardedExecution", "SharingStrategy", "Stage",
     "SyncPattern", "TensorLocationSettings", "UnsupportedError", "identity_loss", "inferenceModel",
-    "ipuHardwareIsAvailable", "ipuHardwareVersion", "ipu_print_tensor", "isRunningOnIpu", "load", "nop", "optim",
+    "ipuHardwareIsAvailable", "ipuHardwareVersion", "ipu_print_tensor", "isRunningOnIpu", "load", "module_repr", "nop",
+    "optim",
     "recomputationCheckpoint", "registerCustomArgParser", "registerPostCompileHook", "registerPreCompileHook",
     "removeBlocks", "setLogLevel", "set_available_memory", "set_overlap_for_input", "set_overlap_for_output",
     "trainingModel",

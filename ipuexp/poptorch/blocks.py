@@ -87,6 +87,14 @@ class _LegacyBeginBlockFn(torch.nn.Module):
         self._layer_to_call = layer_to_call
         self._hook = _BlockHook(user_id, ipu_id)
 
+    @property
+    def _user_id(self) -> Optional[str]:
+        return self._hook._user_id
+
+    @property
+    def _ipu_id(self) -> Optional[int]:
+        return self._hook._ipu_id
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self._hook(self, args)
         return self._layer_to_call(*args, **kwargs)
@@ -124,3 +132,16 @@ def removeBlocks(module: torch.nn.Module) -> None:
     for m in module.modules():
         for key in [k for k, h in m._forward_pre_hooks.items() if isinstance(h, _BlockHook)]:
             del m._forward_pre_hooks[key]
+
+
+def module_repr(module: torch.nn.Module) -> str:
+    """``repr(module)`` with each module's ``BeginBlock`` shown before its name (``BeginBlock(user_id=1, ipu_id=2)
+    Conv2d(...)``), which torch's repr leaves out."""
+    hooks = "".join(f"{h!r} " for h in module._forward_pre_hooks.values() if isinstance(h, _BlockHook))
+    extra = module.extra_repr().split("\n") if module.extra_repr() else []
+    children = ["(" + name + "): " + module_repr(child).replace("\n", "\n  ")
+                for name, child in module._modules.items() if child is not None]
+    if len(extra) == 1 and not children:
+        return f"{hooks}{module._get_name()}({extra[0]})"
+    inner = "".join(f"\n  {line}" for line in extra + children)
+    return f"{hooks}{module._get_name()}({inner + chr(10) if inner else ''})"

@@ -97,6 +97,8 @@ def _split(model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[str, Any]
     names = {n for n, _ in model.named_parameters()}
     state = {n: _meta(t) if meta else _real(t, n in names)
              for n, t in [*model.named_parameters(), *model.named_buffers()]}
+    # parameters stay parameters (a forward may look one up: Module.get_parameter)
+    state.update({n: torch.nn.Parameter(state[n], requires_grad=state[n].requires_grad) for n in names})
     params = {id(state[n]): state[n] for n in names}
     exclude = {t.untyped_storage()._cdata for t in state.values()}
     if meta:

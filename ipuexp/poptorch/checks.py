@@ -62,7 +62,14 @@ class Inputs:
     def __init__(self, model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
         self.compiled = [(n, (t.dtype, tuple(t.shape)) if isinstance(t, torch.Tensor) else _Constant(t))
                          for n, t in signature(model, args, kwargs)]
+        empty = next((shape for _, shape in self.compiled if isinstance(shape, tuple) and 0 in shape[1]), None)
+        if empty is not None:  # the IPU has no zero-sized tensors
+            raise Error(f"Zero-sized tensors are unsupported (Got shape {list(empty[1])})")
         self.positional = len(args)
+        from ipuexp.poptorch.buffer_checks import tensors
+
+        self.bound = tensors(model)
+        """The buffers and parameters the model was compiled with."""
 
     def validate(self, model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[str, Any],
                  shorter_batch: int = 0) -> None:
@@ -162,18 +169,31 @@ def batches_for_stages(training: bool, accumulation: int, device_iterations: int
 
 
 def checked_forward(model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[str, Any], options: Any,
-                    training: bool) -> Any:
-    """``model`` on one micro-batch under the compile-time checks of its blocks: an op outside any block, too few
-    micro-batches (or device iterations) for the pipeline's stages."""
-    from ipuexp.poptorch import ops
+                    training: bool, inputs: Optional["Inputs"] = None) -> Any:
+    """``model`` on one micro-batch under the compile-time checks of its blocks (an op outside any block, too few
+    micro-batches (or device iterations) for the pipeline's stages) and of its buffers (``buffer_checks``, against
+    those it was compiled with)."""
+    from ipuexp.poptorch import buffer_checks, ops
     from ipuexp.poptorch.blocks import listening
     from ipuexp.poptorch.errors import UnsupportedError
     from ipuexp.poptorch.mapping import stages_of
     from ipuexp.poptorch.strategy import ShardedExecution
 
+    from ipuexp.poptorch.overlap_checks import OverlapCheck, _active
+
+    too_many(options.replication_factor)  # each replica takes an IPU at least
     check = BlockCheck()
-    with listening(check), check, ops.on_ipu():
-        out = model(*args, **kwargs)
+    values = {name: b.detach().clone() for name, b in buffer_checks.tensors(model)[0].items()}
+    overlap = OverlapCheck([t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)])
+    _active.append(overlap)
+    try:
+        with listening(check), check, overlap, ops.on_ipu():
+            out = model(*args, **kwargs)
+    finally:
+        _active.remove(overlap)
+    overlap.check(out, options)
+    buffer_checks.check_bindings(inputs.bound if inputs is not None else buffer_checks.tensors(model), model)
+    buffer_checks.check_broadcast(values, model, options, training)
     if not check.blocks:
         return out
     check.raise_if_outside()
@@ -188,13 +208,21 @@ def checked_forward(model: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[
     return out
 
 
+def too_many(num: int) -> None:
+    """One process drives 64 IPUs at most (more take PopRun instances: ``Distributed.configureProcessId``)."""
+    if num > 64:
+        raise Error(f"Too many IPUs requested ({num}). Experiments that need more than 64 IPUs require distributed "
+                    "execution.")
+
+
 def ipus_to_reserve(ipus_per_replica: int, replicas: int, auto_round: bool) -> None:
     """PopTorch reserves a power of two of IPUs: a model on another number fails to compile unless
     ``Options.autoRoundNumIPUs(True)``, which reserves the next power of two and leaves the extra IPUs idle
-    (``options.auto_round_num_ipus``)."""
+    (``options.auto_round_num_ipus``); and no more than 64 (``too_many``)."""
     num = ipus_per_replica * replicas
+    too_many(num)
     rounded = 1 << (num - 1).bit_length()
-    if num == rounded or num > 64 or auto_round:
+    if num == rounded or auto_round:
         return
     raise Error(f"Reserving IPUs: The model specifies the use of {num} IPUs, however PopTorch must reserve a minimum of {rounded} "
                 "in order to allow the model to run, because PopTorch must reserve a power of 2 or maximum of 64 "
@@ -212,6 +240,6 @@ def inference_accumulation_error(strategy: Any) -> Error:
     message = ("You must set poptorch.Options().Training.gradientAccumulation to 1 or leave it as its default value "
                "(1) when running a poptorch.inferenceModel().")
     if not isinstance(strategy, ShardedExecution):  # PopTorch's default strategy pipelines
-        message += (" Use poptorch.Options().deviceIterations() to process a sufficient number of batches each run "
+        message += (" Use poptorch.Options().deviceIterations to process a sufficient number of batches each run "
                     "for pipelined execution instead.")
     return InferenceAccumulationError(message)

@@ -3,16 +3,15 @@ iterations x gradient accumulation x replicas), with PopTorch's drop-last rule, 
 ``AsyncRebatched``'s rebatching (``ipuexp.poptorch.rebatch``); ``AsynchronousDataAccessor``."""
 from __future__ import annotations
 
-import logging
 from typing import Any, Optional
 
 import torch
 
 from ipuexp.poptorch.enums import DataLoaderMode
-from ipuexp.poptorch.errors import Error, UnsupportedError
+from ipuexp.poptorch.errors import Error
 from ipuexp.poptorch.rebatch import combined_batches, rebatched
 
-log = logging.getLogger("ipuexp.poptorch")
+from ipuexp.poptorch.logs import log
 
 
 class DataLoader(torch.utils.data.DataLoader):
@@ -31,31 +30,42 @@ class DataLoader(torch.utils.data.DataLoader):
             if batch_size != 1 or shuffle:
                 raise Error("`batch_sampler` option is mutually exclusive with batch_size, shuffle.")
             batch_size = getattr(batch_sampler, "batch_size", batch_size)
-        if options.Distributed.numProcesses > 1:
-            raise UnsupportedError("DataLoader in a distributed run", "one process")
         options._freeze()  # as PopTorch does: the loader's batches follow these options
         self._options = options
         self.mode = DataLoaderMode(mode)
         self._num_batches_to_combine = (options.device_iterations * options.replication_factor
                                         * options.Training.gradient_accumulation)
-        self._combined_batch_size = int(batch_size) * self._num_batches_to_combine
+        # batch_size=None: torch's unbatched loading, one sample at a time (no combined batch)
+        self._combined_batch_size = None if batch_size is None else int(batch_size) * self._num_batches_to_combine
         self._drop_last = drop_last
         # PopTorch rebatches in AsyncRebatched mode, and in Async mode when a short last batch must be kept
-        self._rebatch = not self._sampled and (self.mode == DataLoaderMode.AsyncRebatched or (
-            self.mode == DataLoaderMode.Async and not drop_last and self._combined_batch_size > 1))
+        self._rebatch = not self._sampled and batch_size is not None and (
+            self.mode == DataLoaderMode.AsyncRebatched or (
+                self.mode == DataLoaderMode.Async and not drop_last and self._combined_batch_size > 1))
         loaded = self._combined_batch_size
         if self._rebatch and rebatched_worker_size is not None:
             if rebatched_worker_size > self._combined_batch_size:
                 raise Error(f"The rebatched_worker_size ({rebatched_worker_size}) must be <= to the combined batch "
                             f"size ({self._combined_batch_size})")
             loaded = int(rebatched_worker_size)
-        if not isinstance(dataset, torch.utils.data.IterableDataset) and not drop_last and not self._sampled:
+        if not isinstance(dataset, torch.utils.data.IterableDataset) and not drop_last and not self._sampled \
+                and batch_size is not None:
             n = len(dataset)
             if n % self._combined_batch_size:
                 log.warning("The number of elements in the dataset (%d) is not divisible by the number of elements "
                             "processed per step (%d) and drop_last=False. The last tensor will have a batch size of "
                             "%d. To avoid having to handle this special case switch to drop_last=True", n,
                             self._combined_batch_size, n % self._combined_batch_size)
+        self._share = None
+        if options.Distributed.numProcesses > 1 and auto_distributed_partitioning and batch_size is not None and \
+                not isinstance(dataset, torch.utils.data.IterableDataset):
+            from ipuexp.poptorch.distributed import ProcessShare
+
+            dataset = self._share = ProcessShare(dataset, options, self._combined_batch_size, drop_last)
+            if shuffle:  # the share shuffles the whole dataset itself, the same way in every process
+                shuffle = False
+            else:
+                self._share = None
         if persistent_workers is None:
             persistent_workers = num_workers > 0
         if self._sampled:
@@ -63,10 +73,13 @@ class DataLoader(torch.utils.data.DataLoader):
                              persistent_workers=persistent_workers, **kwargs)
         else:
             super().__init__(dataset, batch_size=loaded, shuffle=bool(shuffle), num_workers=num_workers,
-                             drop_last=drop_last and not self._rebatch, persistent_workers=persistent_workers,
+                             drop_last=drop_last and not self._rebatch and batch_size is not None,
+                             persistent_workers=persistent_workers,
                              **kwargs)
 
     def __iter__(self) -> Any:
+        if self._share is not None:  # shuffling: a new global order each epoch
+            self._share.next_epoch()
         batches = super().__iter__()
         if self._sampled and self._num_batches_to_combine != 1:
             return combined_batches(batches, self._num_batches_to_combine, self._drop_last)

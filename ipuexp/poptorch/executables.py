@@ -14,6 +14,18 @@ _KIND = "ipuexp.poptorch executable"
 
 
 def save(executor: Any, filename: str, export_model: bool = True) -> None:
+    """Into ``filename``, its folder made if missing; a folder's ``model.poptorch`` when it names a folder (as
+    PopTorch saves)."""
+    import os
+
+    from ipuexp.poptorch.logs import log
+
+    folder = os.path.dirname(filename)
+    if folder and not os.path.isdir(folder):
+        os.makedirs(folder)
+    if os.path.isdir(filename):
+        filename, folder = os.path.join(filename, "model.poptorch"), filename
+        log.warning("save(): %s is a directory, saving model to %s", folder, filename)
     torch.save({"kind": _KIND, "training": executor.training, "options": executor.options,
                 "model": executor.model if export_model else None,
                 "optimizer": executor.optimizer if export_model and executor.training else None}, filename)

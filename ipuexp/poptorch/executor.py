@@ -11,13 +11,16 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from ipuexp.poptorch import anchors, compile_hooks, executables, fp_exceptions, ops
+from ipuexp.poptorch import anchors, blocks, compile_hooks, executables, fp_exceptions, ops, optim, optim_state
 from ipuexp.poptorch.casting import casting, weights_of
 from ipuexp.poptorch.constants import as_compiled
+from ipuexp.poptorch.device_rng import DeviceRng
 from ipuexp.poptorch.compile_hooks import registerPostCompileHook, registerPreCompileHook
-from ipuexp.poptorch.enums import OutputMode, ReductionType
+from ipuexp.poptorch.enums import ConnectionType, OutputMode, ReductionType
+from ipuexp.poptorch.errors import Error
 from ipuexp.poptorch.options import Options
-from ipuexp.poptorch.layout import combine as _combine, first_dim, micro_batches, precision_of, script_name
+from ipuexp.poptorch.layout import (batches_per_call, call_layout, combine as _combine, first_dim, micro_batches,
+                                   precision_of, script_name)
 from ipuexp.training.half_kernels import half_products
 
 
@@ -39,7 +42,7 @@ class PoplarExecutor:
             from ipuexp.poptorch.optim import SGD
 
             optimizer = SGD(model.parameters(), lr=0.01)
-        self.optimizer = optimizer
+        self.optimizer = optim.warn_if_subclassed(optimizer) if training else optimizer
         if not training and self.options.Training.gradient_accumulation != 1:
             from ipuexp.poptorch.checks import inference_accumulation_error
 
@@ -56,6 +59,10 @@ class PoplarExecutor:
 
     # ---- PopTorch's methods ----------------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        calls = self.options.calls
+        offline = calls.get("useOfflineIpuTarget") or calls.get("connectionType") == ConnectionType.Never
+        assert not offline, ("Trying to run a model on an offline device (ConnectionType.Never): use "
+                             "model.compile(inputs) instead of model(inputs)")  # PopTorch's assertion
         if not self._compiled:
             self.compile(*args, **kwargs)
         elif self._inputs is not None:
@@ -63,7 +70,7 @@ class PoplarExecutor:
             self._inputs.validate(self.model, args, kwargs, 0 if self.training else replicas * self._micro_batch_size)
         self._attached = True
         tensors = [*self.model.parameters(), *tree_flatten((args, kwargs))[0]]
-        with as_compiled(self.model, self._constants), half_products(tensors):
+        with as_compiled(self.model, self._constants), half_products(tensors), self._rng.active():
             return self._train(args, kwargs) if self.training else self._infer(args, kwargs)
 
     def compile(self, *args: Any, **kwargs: Any) -> None:
@@ -84,8 +91,9 @@ class PoplarExecutor:
         batch = first_dim(args, kwargs)
         self._micro_batch_size = batch // self._batches_per_call() if batch else 1  # no batched input: one sample
         self._inputs = Inputs(self.model, args, kwargs)
-        self._constants = snapshot(self.model)
+        self._constants, self._rng = snapshot(self.model), DeviceRng(self.options.random_seed)
         self._anchors = anchors.for_model(self.options.anchored_tensors, self.model, self.training)
+        optim_state.follow(self, compiling=True)
         session = current()
         if session.predicted:
             return
@@ -139,12 +147,10 @@ class PoplarExecutor:
 
     def setOptimizer(self, optimizer: Any) -> None:
         """Take ``optimizer``'s hyper-parameters (learning rate, ...), keeping the optimizer state."""
-        if optimizer is self.optimizer:
-            return
-        for mine, theirs in zip(self.optimizer.param_groups, optimizer.param_groups):
-            mine.update({k: v for k, v in theirs.items() if k != "params"})
-        if hasattr(optimizer, "poptorch_args"):
-            self.optimizer.poptorch_args = dict(optimizer.poptorch_args)
+        optim.warn_if_subclassed(optimizer)
+        if optimizer is not self.optimizer:
+            self.optimizer = optim_state.adopt(self.optimizer, optimizer)
+        optim_state.follow(self)
 
     def copyWeightsToHost(self) -> None:
         """The weights live on the host already."""
@@ -155,9 +161,13 @@ class PoplarExecutor:
     def detachFromDevice(self) -> None:
         if not self._compiled:
             raise RuntimeError("Cannot detach a model that is not attached to a device (call it or compile it first)")
+        if not self._attached:
+            raise Error("Device is not attached")
         self._attached = False
 
     def attachToDevice(self) -> None:
+        if self._compiled and self._attached:
+            raise Error("Device is already attached")
         self._attached = True
 
     def isAttachedToDevice(self) -> bool:
@@ -177,8 +187,8 @@ class PoplarExecutor:
             raise AttributeError(name)
         return getattr(model, name)
 
-    def __repr__(self) -> str:
-        return f"PoplarExecutor({'training' if self.training else 'inference'}, {self.model!r})"
+    def __repr__(self) -> str:  # PopTorch's: the model's, with its BeginBlocks
+        return blocks.module_repr(self.model)
 
     # ---- the numerics ----------------------------------------------------------------------------------------
     def _forward(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
@@ -190,33 +200,15 @@ class PoplarExecutor:
             if self._checked:
                 with ops.on_ipu():
                     return self.model(*args, **kwargs)
-            out = checked_forward(self.model, args, kwargs, self.options, self.training)
+            out = checked_forward(self.model, args, kwargs, self.options, self.training, self._inputs)
         self._checked = True
         return out
 
     def _batches_per_call(self) -> int:
-        o = self.options
-        ga = o.Training.gradient_accumulation if self.training else 1
-        return o.device_iterations * o.replication_factor * ga
+        return batches_per_call(self.options, self.training)
 
     def _layout(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[int, int, int, int]:
-        """(device iterations, replicas, accumulation, micro-batch size) of a call. An inference call may be
-        shorter than the compiled one by whole device iterations (a DataLoader's last batch with drop_last=False)."""
-        o = self.options
-        ga = o.Training.gradient_accumulation if self.training else 1
-        replicas = o.replication_factor
-        batch = first_dim(args, kwargs)
-        per_call = self._batches_per_call()
-        if batch == 0:  # no batched input (a model of buffers alone): every micro-batch reads the same inputs
-            return o.device_iterations, replicas, ga, 0
-        if batch % per_call == 0:
-            return o.device_iterations, replicas, ga, batch // per_call
-        mbs = self._micro_batch_size
-        if not self.training and mbs and batch % (replicas * mbs) == 0:
-            return batch // (replicas * mbs), replicas, ga, mbs
-        raise ValueError(f"the model was called with a batch of {batch} samples, not a multiple of device iterations "
-                         f"x replicas x gradient accumulation ({per_call} micro-batches)"
-                         + (f" of {mbs} samples" if mbs else ""))
+        return call_layout(self.options, self.training, self._micro_batch_size, first_dim(args, kwargs))
 
     def _train(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         from ipuexp.poptorch.session import current
@@ -263,7 +255,7 @@ class PoplarExecutor:
                 with torch.no_grad():
                     for p, g in zip(params, summed):
                         p.grad = reduction.normalised(g)
-                self.optimizer.step()
+                optim.device_step(self.optimizer)
             for p in params:
                 p.grad = None
             outputs.append(results)
@@ -273,7 +265,7 @@ class PoplarExecutor:
         means = [sum(step_losses[i:i + per_update]) / per_update for i in range(0, len(step_losses), per_update)]
         current().log_call(means, first_dim(args, kwargs), time.perf_counter() - start)
         mode = self.options.output_mode
-        return _combine(outputs, OutputMode.Final if mode == OutputMode.Default else mode)
+        return _combine(outputs, OutputMode.Final if mode == OutputMode.Default else mode, self.options)
 
     def _infer(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         layout = self._layout(args, kwargs)
@@ -282,7 +274,7 @@ class PoplarExecutor:
             outputs = [[[self._forward(a, k) for a, k in per_replica] for per_replica in per_iteration]
                        for per_iteration in micro_batches(args, kwargs, layout)]
         mode = self.options.output_mode
-        return _combine(outputs, OutputMode.All if mode == OutputMode.Default else mode)
+        return _combine(outputs, OutputMode.All if mode == OutputMode.Default else mode, self.options)
 
 
 __all__ = ["PoplarExecutor", "inferenceModel", "registerPostCompileHook", "registerPreCompileHook", "trainingModel"]

@@ -1,6 +1,7 @@
 """``Precision.enableFloatingPointExceptions(True)``: the IPU traps an op whose result overflows, divides by zero or
-is invalid (a NaN from 0/0, 0 x inf, the square root of a negative number), and PopTorch's call raises. The
-numerics check each op's floating-point results and raise ``poptorch.Error`` at the first that is not finite."""
+is invalid (a NaN from 0/0, 0 x inf, the square root of a negative number, an ordered comparison with a NaN), and
+PopTorch's call raises. The numerics check each op's floating-point results and raise ``poptorch.Error`` at the
+first that is not finite."""
 from __future__ import annotations
 
 import contextlib
@@ -19,10 +20,20 @@ def traps(options: Any) -> ContextManager[Any]:
     return FloatingPointExceptions() if on else contextlib.nullcontext()
 
 
+_ORDERED = {"gt", "lt", "ge", "le", "greater", "less", "greater_equal", "less_equal", "__gt__", "__lt__", "__ge__",
+            "__le__"}
+"""Ordered comparisons: IEEE 754 makes one with a NaN operand an invalid operation (whose result is a bool)."""
+
+
 class FloatingPointExceptions(TorchFunctionMode):
-    """Raises at the first op whose floating-point result holds an inf or a NaN."""
+    """Raises at the first op whose floating-point result holds an inf or a NaN, or that compares a NaN."""
 
     def __torch_function__(self, func: Any, types_: Any, args: Tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        if getattr(func, "__name__", "") in _ORDERED and any(
+                isinstance(t, torch.Tensor) and t.is_floating_point() and t.device.type != "meta"
+                and bool(torch.isnan(t.detach()).any()) for t in tree_flatten((args, kwargs))[0]):
+            raise Error(f"Floating point exception: {func.__name__} compared a NaN (an invalid operation) with "
+                        "Precision.enableFloatingPointExceptions(True)")
         out = func(*args, **(kwargs or {}))
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor) and t.is_floating_point() and t.device.type != "meta" \

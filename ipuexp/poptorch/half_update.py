@@ -11,6 +11,7 @@ from typing import Any, List
 
 import torch
 
+from ipuexp.poptorch.optim import device_step
 from ipuexp.training.precision import to_half
 
 _HALF_STATE = {"first_order_momentum_accum_type": ("exp_avg", "momentum_buffer"),
@@ -35,7 +36,7 @@ def step_in_fp32(optimizer: Any, params: List[torch.nn.Parameter], grads: List[t
             p.data = p.data.float()
             g = g.float()
             p.grad = g.div_(divisor) if divisor != 1.0 else g
-    optimizer.step()
+    device_step(optimizer)
     keys = half_state_keys(optimizer)
     with torch.no_grad():
         for p in halves:

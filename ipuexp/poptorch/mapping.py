@@ -84,12 +84,17 @@ def options_values(opts: Options, training: bool) -> Mapped:
     out = Mapped()
     v = out.values
     v["training"] = bool(training)
-    v["options.replication_factor"] = opts.replication_factor
+    instances = opts.Distributed.numProcesses
+    v["options.replication_factor"] = opts.replication_factor * instances  # PopTorch's is each process's own
+    if instances > 1:
+        v["options.num_instances"] = instances
     v["options.device_iterations"] = opts.device_iterations
     v["options.gradient_accumulation"] = opts.Training.gradient_accumulation if training else 1
     mode = opts.output_mode
     v["options.output_mode"] = {OutputMode.Final: "final", OutputMode.All: "all", OutputMode.Sum: "sum",
-                                OutputMode.Default: "default"}[mode]
+                                OutputMode.Default: "default", OutputMode.EveryN: "all"}[mode]
+    if mode == OutputMode.EveryN:  # the prediction does not cost what a call returns
+        out.no_effect.append(f"outputMode(EveryN, output_return_period={opts.output_return_period})")
     reduction = opts.Training.accumulation_and_replication_reduction_type
     v["options.reduction_type"] = "sum" if reduction == ReductionType.Sum else "mean"
     if opts.Training.auto_loss_scaling:

@@ -31,24 +31,28 @@ def on_ipu() -> Iterator[None]:
         marks["on_ipu"] -= 1
 
 
-def _overlap(tensors: Any, mode: Any) -> Any:
+def _overlap(tensors: Any, mode: Any, output: bool) -> Any:
+    from torch.utils._pytree import tree_map
+
     from ipuexp.poptorch.errors import Error
+    from ipuexp.poptorch.overlap_checks import active
 
     for t in _flatten(tensors):
         if not isinstance(t, torch.Tensor):
             raise Error(f"You may only set overlap for torch.tensor inputs. {type(t)} is not supported.")
-    return tensors
+    check = active()
+    return tensors if check is None else tree_map(lambda t: check.mark(t, mode, output), tensors)
 
 
 def set_overlap_for_input(input_tensors: Any, mode: Any) -> Any:
     """The host IO of these inputs overlaps compute (``mode``: an ``OverlapMode``): the values are unchanged; the
     prediction's overlap follows ``options.io.num_io_tiles`` (``TensorLocations.numIOTiles``)."""
-    return _overlap(input_tensors, mode)
+    return _overlap(input_tensors, mode, False)
 
 
 def set_overlap_for_output(output_tensors: Any, mode: Any) -> Any:
     """The host IO of these outputs overlaps compute: the values are unchanged, as for the inputs."""
-    return _overlap(output_tensors, mode)
+    return _overlap(output_tensors, mode, True)
 
 
 def identity_loss(x: torch.Tensor, reduction: str) -> torch.Tensor:
@@ -99,6 +103,8 @@ def loss_of(outputs: Any) -> torch.Tensor:
     gradient (summed when there are several, as PopTorch sums several losses)."""
     flat: List[torch.Tensor] = [t for t in _flatten(outputs) if isinstance(t, torch.Tensor)]
     marked = [t for t in flat if t in marks["losses"]]
+    if len(marked) > 1:  # a loss another marked loss is computed from is a partial one: the final losses remain
+        marked = [t for t in marked if not any(_feeds(t, other) for other in marked if other is not t)] or marked
     if marked:
         return marked[0] if len(marked) == 1 else sum(marked[1:], marked[0])
     if isinstance(outputs, torch.Tensor) and outputs.dim() == 0:
@@ -111,6 +117,22 @@ def loss_of(outputs: Any) -> torch.Tensor:
                                "a model returning its loss (a scalar, or poptorch.identity_loss(...)), "
                                "alone or in a tuple")
     return scalars[0] if len(scalars) == 1 else sum(scalars[1:], scalars[0])
+
+
+def _feeds(t: torch.Tensor, other: torch.Tensor) -> bool:
+    """Whether ``other`` was computed from ``t`` (``t``'s autograd node is among ``other``'s ancestors)."""
+    if t.grad_fn is None or other.grad_fn is None:
+        return False
+    seen, todo = set(), [other.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is t.grad_fn:
+            return True
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        todo.extend(n for n, _ in node.next_functions)
+    return False
 
 
 def _flatten(x: Any) -> List[Any]:

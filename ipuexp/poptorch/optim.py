@@ -5,7 +5,7 @@
 gradients' global norm before the update."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -23,10 +23,79 @@ def _split(kwargs: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     return torch_args, extras
 
 
+class VariableAttributes:
+    """Which hyper-parameters may change after compile (PopTorch's ``optimizer.variable_attrs``): those given
+    explicitly, or marked variable. PopART compiles constants in; SGD with a constant zero momentum and no gradient
+    accumulation is its momentum-less variant."""
+
+    def __init__(self, variable: List[str], allowed: List[str]) -> None:
+        self._variable_attributes = list(variable)
+        self._allowed_attributes = list(allowed)
+
+    def isConstant(self, attr: str) -> bool:
+        return attr not in self._variable_attributes
+
+    def _check(self, attr: str) -> None:
+        if attr not in self._allowed_attributes:
+            raise ValueError(f"Unknown attribute {attr}, allowed values: {self._allowed_attributes}")
+
+    def markAsConstant(self, attr: str) -> None:
+        self._check(attr)
+        self._variable_attributes = [a for a in self._variable_attributes if a != attr]
+
+    def markAsVariable(self, attr: str) -> None:
+        self._check(attr)
+        if attr not in self._variable_attributes:
+            self._variable_attributes.append(attr)
+
+
 class Optimizer:
-    """What the PopTorch optimizers share: their extra arguments and the gradient clipping they ask for."""
+    """What the PopTorch optimizers share: their extra arguments, the gradient clipping they ask for, the
+    variable attributes, and the device state (``ipu_state``/``ipu_param``) in ``state_dict``."""
 
     poptorch_args: Dict[str, Any]
+    variable_attrs: VariableAttributes
+
+    def _track(self, given: Dict[str, Any]) -> None:
+        allowed = sorted(k for k in self.defaults if k not in ("foreach", "maximize", "capturable",
+                                                              "differentiable", "fused"))
+        sgd = isinstance(self, torch.optim.SGD)
+        allowed += [k for k in ("loss_scaling", "velocity_scaling", "max_weight_norm")
+                    if k == "loss_scaling" or k in given or (k == "velocity_scaling" and sgd)]
+        self.variable_attrs = VariableAttributes([k for k, v in given.items() if v is not None and k in allowed],
+                                                 allowed)
+
+    def state_dict(self) -> Dict[str, Any]:
+        """torch's state dict with ``ipu_state`` and ``ipu_param``: the device's state once a model compiled
+        for a device uses this optimizer, what was loaded before that, ``None`` before either."""
+        out = super().state_dict()  # type: ignore[misc]
+        device = self.__dict__.get("_ipu_device")
+        shown = self.__dict__.get("_ipu_shown") or self.__dict__.get("_ipu_pending")
+        if shown is not None:  # what was loaded, until a model uses it
+            out["ipu_state"], out["ipu_param"] = ({k: v.clone() for k, v in d.items()} for d in shown)
+        elif device is not None:
+            out["ipu_state"], out["ipu_param"] = device.read(self)
+        else:
+            out["ipu_state"], out["ipu_param"] = None, None
+        return out
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """torch's state and parameter groups, then the device state (PopTorch loads only IPU optimizer states)."""
+        if not state:
+            raise RuntimeError("Cannot load optimizer state dictionary because it is empty.")
+        if "ipu_state" not in state or "ipu_param" not in state:
+            raise RuntimeError("Only IPU optimizer states can be loaded onto the IPU.")
+        super().load_state_dict({k: v for k, v in state.items()  # type: ignore[misc]
+                                 if k not in ("ipu_state", "ipu_param")})
+        if state["ipu_state"] is None or state["ipu_param"] is None:
+            return
+        loaded = (dict(state["ipu_state"]), dict(state["ipu_param"]))
+        device = self.__dict__.get("_ipu_device")
+        if device is not None:
+            device.write(self, *loaded)
+            self._ipu_shown = loaded
+        else:
+            self._ipu_pending = loaded
 
     @property
     def loss_scaling(self) -> float:
@@ -37,9 +106,37 @@ class Optimizer:
         """A new loss scale (PopTorch: set on the optimizer, then ``setOptimizer``)."""
         self.poptorch_args["loss_scaling"] = float(value)
 
+    def __getattr__(self, name: str) -> Any:
+        """PopTorch's extra arguments read as attributes (``optimizer.accum_type``); None where not given."""
+        if name in _EXTRAS and "poptorch_args" in self.__dict__:
+            return self.__dict__["poptorch_args"].get(name)
+        raise AttributeError(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """... and set as attributes, as PopTorch's optimizers take them."""
+        if name in _EXTRAS and name != "loss_scaling" and "poptorch_args" in self.__dict__:
+            self.__dict__["poptorch_args"][name] = value
+        else:
+            super().__setattr__(name, value)
+
     def __getstate__(self) -> Dict[str, Any]:
         """torch's state (defaults, state, param groups) and the extra arguments, which torch's alone would drop."""
         return {**super().__getstate__(), "poptorch_args": self.poptorch_args}  # type: ignore[misc]
+
+    def _stepped(self, base_step: Any, closure: Any) -> Any:
+        """One step of ``base_step`` (torch's), with the per-weight hyper-parameters a loaded ``ipu_param`` set."""
+        from ipuexp.poptorch.optim_state import effective_groups
+
+        self._clip()
+        self.__dict__.pop("_ipu_shown", None)
+        groups = effective_groups(self)
+        if groups is None:
+            return base_step(self, closure)
+        saved, self.param_groups = self.param_groups, groups
+        try:
+            return base_step(self, closure)
+        finally:
+            self.param_groups = saved
 
     def _clip(self) -> None:
         norm = self.poptorch_args.get("max_grad_norm")
@@ -54,10 +151,14 @@ def _make(base: Any, name: str, doc: str) -> Any:
         if name == "AdamW" and "weight_decay" not in torch_args:
             torch_args["weight_decay"] = 0.01  # PopTorch's (and torch's) AdamW default
         base.__init__(self, params, **torch_args)
+        self._track(dict(kwargs, lr=lr))
 
     def step(self: Any, closure: Any = None) -> Any:
-        self._clip()
-        return base.step(self, closure)
+        if name == "RMSprop" and self.poptorch_args.get("use_tf_variant"):
+            from ipuexp.poptorch import tf_rmsprop
+
+            return self._stepped(tf_rmsprop.step, closure)
+        return self._stepped(base.step, closure)
 
     return type(name, (Optimizer, base), {"__init__": __init__, "step": step, "__doc__": doc,
                                           "__module__": __name__})
@@ -72,6 +173,35 @@ RMSprop = _make(torch.optim.RMSprop, "RMSprop", "torch.optim.RMSprop with PopTor
 _Lamb = lamb_class()
 
 
+def _native() -> Tuple[type, ...]:
+    return (torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW, torch.optim.RMSprop, SGD, Adam, AdamW, RMSprop,
+            LAMB)
+
+
+def device_step(optimizer: Any) -> None:
+    """The update the device runs: the step of the PopTorch (or torch) optimizer class ``optimizer`` is or
+    derives from, never a subclass's or an instance's own ``step`` (PopTorch runs PopART's optimizer)."""
+    for cls in type(optimizer).__mro__:
+        if cls in _native():
+            cls.step(optimizer)
+            return
+    optimizer.step()
+
+
+def warn_if_subclassed(optimizer: Any) -> Any:
+    """PopTorch's warning for an optimizer class derived from one of its own or torch's: the device runs
+    PopART's optimizer, never the subclass's Python."""
+    native = _native()
+    if isinstance(optimizer, native) and type(optimizer) not in native:
+        from ipuexp.poptorch.logs import log
+
+        log.warning(
+            "Optimizer `%s` subclassed from classes in poptorch.optim or torch.optim are unlikely to behave as "
+            "intended. Poptorch does not run Python optimizer code directly; but instead uses IPU native "
+            "optimisers implemented in PopART.", type(optimizer).__name__)
+    return optimizer
+
+
 class LAMB(Optimizer, _Lamb):
     """LAMB (You et al. 2020, algorithm 2) with PopTorch's arguments: the functional engine's LAMB
     (``ipuexp.training.optim``), bias-corrected unless ``bias_correction=False``, ||w|| clipped to
@@ -82,7 +212,7 @@ class LAMB(Optimizer, _Lamb):
         _, self.poptorch_args = _split(kwargs)
         _Lamb.__init__(self, params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                        bias_correction=bias_correction, max_weight_norm=self.poptorch_args.get("max_weight_norm"))
+        self._track(dict(kwargs, lr=lr))
 
     def step(self, closure: Any = None) -> Any:
-        self._clip()
-        return _Lamb.step(self, closure)
+        return self._stepped(_Lamb.step, closure)

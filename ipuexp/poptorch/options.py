@@ -92,10 +92,10 @@ class Options(_Recorded):
         raise UnsupportedError("Options.inputReplicaGrouping", "every replica reads its own data (the default)")
 
     def outputMode(self, output_mode: OutputMode, output_return_period: Optional[int] = None) -> "Options":
-        supported = "OutputMode.Final, All, Sum, Default"
-        mode = member("Options.outputMode", output_mode, OutputMode, supported)
+        mode = member("Options.outputMode", output_mode, OutputMode, "OutputMode.Final, EveryN, All, Sum, Default")
         if mode == OutputMode.EveryN:
-            raise UnsupportedError("OutputMode.EveryN", supported)
+            self.output_return_period = positive_int("Options.outputMode's output_return_period",
+                                                     output_return_period, "options.output_return_period")
         self.output_mode = mode
         return self
 

@@ -4,7 +4,6 @@ their losses to, and the functional figures written when the script ends."""
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
 from pathlib import Path
 from typing import Any, List, Optional
@@ -12,7 +11,7 @@ from typing import Any, List, Optional
 from ipuexp.config.types import ConfigNode
 from ipuexp.poptorch.errors import DoesNotFit, PredictionDone
 
-log = logging.getLogger("ipuexp.poptorch")
+from ipuexp.poptorch.logs import log
 
 _current: List["Session"] = []
 

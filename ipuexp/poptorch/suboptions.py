@@ -208,9 +208,13 @@ class _DistributedOptions(_Recorded):
         self.processId = 0
 
     def configureProcessId(self, process_id: int, num_processes: int) -> "_DistributedOptions":
-        if int(num_processes) != 1:
-            raise UnsupportedError(f"Distributed.configureProcessId({process_id}, {num_processes})",
-                                   "one process (set instances with the override options.num_instances)")
+        """This process's place among ``num_processes`` (PopRun instances): its DataLoader reads its share of the
+        dataset (``ipuexp.poptorch.distributed``) and the prediction is of all instances' replicas."""
+        self._check_unfrozen()
+        if not 0 <= int(process_id) < int(num_processes):
+            raise Error(f"Distributed.configureProcessId({process_id}, {num_processes}): the process id must be in "
+                        f"[0, {num_processes})")
+        self.processId, self.numProcesses = int(process_id), int(num_processes)
         return self
 
     def setEnvVarNames(self, var_num_processes: str, var_process_id: str) -> "_DistributedOptions":

@@ -105,7 +105,8 @@ class LossScaler:
     """Weight updates skipped because gradients overflowed (automatic scaling only)."""
 
     def __post_init__(self) -> None:
-        assert float(self.scale) > 0, self.scale  # validated with the config
+        # Validated positive with the config; an optimizer state PopTorch loads may hold any nonzero scale.
+        assert float(self.scale) != 0, self.scale
 
     def upper_share(self, grads: Any) -> float:
         """Share of gradient elements (still multiplied by the scale) at or above the bin edge; inf and nan

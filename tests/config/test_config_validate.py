@@ -77,6 +77,7 @@ RULE_ERRORS = [
     ("model_name", ["model.name=alexnet"], "model.name"),
     ("machine_multiple", ["system.num_ipus=10"], "system.num_ipus"),
     ("momentum_range", ["optimizer.momentum=1.5"], "optimizer.momentum"),
+    ("negative_learning_rate", ["optimizer.learning_rate=-0.1"], "optimizer.learning_rate"),
     ("train_split", ["data.train_split=1.5"], "data.train_split"),
     ("racks_without_gw_links", ["system=pod128", "system.gw_link_bytes_per_s=0"], "system.gw_link_bytes_per_s"),
     ("tracking_uri_scheme", ["tracking.uri=bogus://x"], "tracking.uri"),
@@ -118,6 +119,10 @@ def test_error_message_carries_value_and_rule(compose_config):
         validate(compose_config([BERT, "options.gradient_accumulation=8"]))
     assert str(info.value) == ("options.gradient_accumulation=8 is invalid: allowed: >= 2*F - 1 = 9 for a pipelined "
                                "training run with F=5 forward stages (PopTorch's rule)")
+
+
+def test_a_learning_rate_of_zero_is_accepted(compose_config):
+    assert validate(compose_config(["optimizer.learning_rate=0"])) == []
 
 
 def test_io_tiles_boundaries_accepted(compose_config):

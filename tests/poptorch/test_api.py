@@ -40,8 +40,8 @@ def test_options_chain_and_clone():
 
 
 def test_unsupported_options_say_what_is_supported():
-    with pytest.raises(poptorch.UnsupportedError, match=r"^OutputMode.EveryN is not supported; supported: "):
-        poptorch.Options().outputMode(poptorch.OutputMode.EveryN)
+    with pytest.raises(poptorch.UnsupportedError, match=r"^Options.inputReplicaGrouping is not supported; "):
+        poptorch.Options().inputReplicaGrouping(2)
     with pytest.raises(poptorch.UnsupportedError, match="PipelinedExecution, ShardedExecution"):
         poptorch.SerialPhasedExecution("B1")
 
@@ -225,6 +225,15 @@ def test_executor_methods(tmp_path):
         training.copyWeightsToHost()
         training.detachFromDevice()
         assert not training.isAttachedToDevice()
+        with pytest.raises(poptorch.Error, match="Device is not attached"):
+            training.detachFromDevice()
+        training.attachToDevice()
+        with pytest.raises(poptorch.Error, match="Device is already attached"):
+            training.attachToDevice()
+        offline = poptorch.inferenceModel(model, poptorch.Options().useOfflineIpuTarget())
+        offline.compile(x, y)  # compiles for the offline target; runs nowhere
+        with pytest.raises(AssertionError, match="Trying to run a model on an offline device"):
+            offline(x, y)
         training.destroy()
         assert not training.isCompiled()
         assert training.w is model.w  # the wrapped model's attributes

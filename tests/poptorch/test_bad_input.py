@@ -60,7 +60,8 @@ def _command(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     (lambda o: o.Training.gradientAccumulation(0), "Training.gradientAccumulation=0 is invalid: allowed: an "
                                                     "integer >= 1 (options.gradient_accumulation)"),
     (lambda o: o.deviceIterations(2.5), "Options.deviceIterations=2.5 is invalid"),
-    (lambda o: o.outputMode(7), "Options.outputMode=7 is invalid: allowed: OutputMode.Final, All, Sum, Default"),
+    (lambda o: o.outputMode(7), "Options.outputMode=7 is invalid: allowed: OutputMode.Final, EveryN, All, Sum, "
+                                "Default"),
 ])
 def test_an_option_value_is_refused_as_it_is_set(call, line):
     with pytest.raises(ConfigError) as err:

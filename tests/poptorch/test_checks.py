@@ -121,7 +121,9 @@ def test_is_running_on_ipu_hooks_and_overlap(job):
     pre = poptorch.registerPreCompileHook(lambda: seen.append("pre"))
     post = poptorch.registerPostCompileHook(lambda: seen.append("post"))
     try:
-        model = poptorch.inferenceModel(Model())
+        opts = poptorch.Options().setExecutionStrategy(poptorch.ShardedExecution())  # what overlapped IO needs
+        opts.TensorLocations.numIOTiles(32)
+        model = poptorch.inferenceModel(Model(), opts)
         torch.testing.assert_close(model(torch.ones(2)), torch.full((2,), 2.0))
     finally:
         pre.remove()
@@ -199,6 +201,19 @@ def test_floating_point_exceptions(job, enabled):
         assert torch.isinf(model(torch.ones(2, 2), torch.zeros(2, 2))).all()
 
 
+def test_comparing_a_nan_is_an_invalid_operation(job):
+    class Greater(torch.nn.Module):
+        def forward(self, x, y):
+            return x > y
+
+    opts = poptorch.Options()
+    opts.Precision.enableFloatingPointExceptions(True)
+    nan = torch.full((2, 2), float("nan"))
+    with pytest.raises(poptorch.Error, match="gt compared a NaN"):
+        poptorch.inferenceModel(Greater(), opts)(torch.ones(2, 2), nan)
+    assert not poptorch.inferenceModel(Greater())(torch.ones(2, 2), nan).any()
+
+
 def test_the_loss_scale_is_set_on_the_optimizer(job):
     class Model(torch.nn.Module):
         def __init__(self) -> None:
@@ -248,3 +263,23 @@ def test_left_out_arguments_are_their_defaults_and_constants_are_compiled_in(job
         model(one, scale=3)
     with pytest.raises(poptorch.Error, match="Type mismatch for c: expected <class 'NoneType'>"):
         model(one, c=one)
+
+
+def test_a_zero_sized_input_is_refused():
+    with pytest.raises(poptorch.Error, match=r"Zero-sized tensors are unsupported \(Got shape \[0, 2\]\)"):
+        poptorch.inferenceModel(torch.nn.Linear(2, 2))(torch.randn(0, 2))
+
+
+def test_log_levels_are_poptorch_s():
+    for level in (0, 1, 2, 3, 4, "TRACE", "DEBUG", "INFO", "ERR", "OFF", "WARN"):
+        poptorch.setLogLevel(level)
+    with pytest.raises(ValueError, match="Invalid log level integer"):
+        poptorch.setLogLevel(5)
+    with pytest.raises(ValueError, match="Unknown log level: loud. Valid values are DEBUG, ERR, INFO, OFF, TRACE and "
+                                         "WARN"):
+        poptorch.setLogLevel("loud")
+
+
+def test_one_process_drives_64_ipus_at_most(job):
+    with pytest.raises(poptorch.Error, match=r"Too many IPUs requested \(128\)"):
+        poptorch.inferenceModel(torch.nn.Linear(2, 2), poptorch.Options().replicationFactor(128))(torch.ones(128, 2))

@@ -90,3 +90,10 @@ def test_rebatched_worker_size_bounded():
     with pytest.raises(poptorch.Error, match=r"rebatched_worker_size \(8\) must be <="):
         poptorch.DataLoader(poptorch.Options(), _Numbered(), batch_size=4, rebatched_worker_size=8,
                             mode=poptorch.DataLoaderMode.AsyncRebatched)
+
+
+def test_batch_size_none_loads_one_sample_at_a_time():
+    data = [torch.full((2,), float(i)) for i in range(3)]
+    loader = poptorch.DataLoader(poptorch.Options(), data, batch_size=None)
+    assert loader.combinedBatchSize is None and len(loader) == 3
+    assert [t.tolist() for t in loader] == [[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]]

@@ -49,3 +49,22 @@ def test_files_without_a_model_and_of_the_other_kind(tmp_path):
     (tmp_path / "junk").write_text("not an executable")
     with pytest.raises(poptorch.Error, match="is not a PopTorch executable"):
         poptorch.load(str(tmp_path / "junk"))
+
+
+def test_a_folder_gets_model_poptorch_and_a_missing_folder_is_made(tmp_path, capfd):
+    model = poptorch.inferenceModel(_Net())
+    model.compileAndExport(str(tmp_path), torch.randn(1, 4), export_model=False)
+    assert [p.name for p in tmp_path.iterdir()] == ["model.poptorch"]
+    assert "is a directory, saving model to" in capfd.readouterr().err
+    model.save(str(tmp_path / "new" / "deeper" / "m.poptorch"))
+    assert (tmp_path / "new" / "deeper" / "m.poptorch").is_file()
+
+
+def test_compiled_offline_then_loaded_to_run(tmp_path):
+    path = str(tmp_path / "offline.poptorch")
+    x = torch.randn(2, 4)
+    offline = poptorch.inferenceModel(_Net(), poptorch.Options().useOfflineIpuTarget())
+    offline.compileAndExport(path, x)
+    with pytest.raises(AssertionError, match="offline device"):
+        offline(x)
+    assert poptorch.load(path)(x).shape == (2, 3)

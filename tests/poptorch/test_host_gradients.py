@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 import ipuexp.poptorch as poptorch
+from ipuexp.poptorch.ops import loss_of
 
 
 def test_host_gradients_left_on_the_weights_are_not_applied():
@@ -29,3 +30,13 @@ def test_host_gradients_left_on_the_weights_are_not_applied():
     torch.nn.functional.mse_loss(ref(x), y).backward()
     poptorch.trainingModel(wrapped, optimizer=torch.optim.SGD(wrapped.parameters(), lr=0.1))(x, y)
     torch.testing.assert_close(model.weight.detach(), start - 0.1 * ref.weight.grad)
+
+
+def test_a_partial_identity_loss_is_not_the_final_loss():
+    """PopTorch's final loss is the marked loss no other marked loss is computed from."""
+    x = torch.randn(3, requires_grad=True)
+    partial = poptorch.identity_loss(x - 1.0, reduction="none")  # not a scalar: it could not start a backward pass
+    final = poptorch.identity_loss(partial * partial * 5, reduction="mean")
+    assert loss_of((partial, final)) is final
+    a, b = poptorch.identity_loss(x.sum(), reduction="sum"), poptorch.identity_loss((2 * x).sum(), reduction="sum")
+    assert torch.equal(loss_of((a, b)), a + b)  # independent losses: summed

@@ -3,6 +3,9 @@ annotations (BeginBlock, Block, BlockFunction)."""
 from __future__ import annotations
 
 import pytest
+import torch
+
+import ipuexp.poptorch as poptorch
 
 from tests.poptorch.helpers import SCRIPTS, run_script
 
@@ -27,3 +30,14 @@ def test_blocks_by_ipu_id(tmp_path, capsys, caplog, args, layers, mapping):
     assert "these change nothing ipuexp predicts: Jit.traceModel, logDir" in caplog.text
     assert len(job.result.memory.ipus) == 4
     assert job.result.functional.steps == 4  # 2 calls x 2 device iterations
+
+
+def test_module_repr_shows_the_begin_blocks():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU(), torch.nn.Sequential())
+    assert poptorch.module_repr(model) == repr(model)
+    poptorch.BeginBlock(model[1], user_id="B1", ipu_id=1)
+    shown = poptorch.module_repr(model)
+    assert "(1): BeginBlock(user_id=B1, ipu_id=1) ReLU()" in shown
+    assert repr(poptorch.inferenceModel(model)) == shown
+    block = poptorch.BeginBlock(abs, "B2", 3)  # a function: the legacy form
+    assert (block._user_id, block._ipu_id, block(-2)) == ("B2", 3, 2)
