@@ -5,15 +5,6 @@ import pytest
 import torch
 
 import ipuexp.poptorch as poptorch
-from ipuexp.poptorch.session import Session, session
-
-
-@pytest.fixture
-def job(tmp_path):
-    s = Session(None, [], tmp_path)
-    s.predicted = True
-    with session(s):
-        yield s
 
 
 class _Counter(torch.nn.Module):

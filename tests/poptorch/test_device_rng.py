@@ -1,19 +1,9 @@
 """A model's own random number generator, and the int32 the IPU returns for int64 outputs."""
 from __future__ import annotations
 
-import pytest
 import torch
 
 import ipuexp.poptorch as poptorch
-from ipuexp.poptorch.session import Session, session
-
-
-@pytest.fixture
-def job(tmp_path):
-    s = Session(None, [], tmp_path)
-    s.predicted = True
-    with session(s):
-        yield s
 
 
 class _Noise(torch.nn.Module):

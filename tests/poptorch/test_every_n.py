@@ -6,15 +6,6 @@ import torch
 
 import ipuexp.poptorch as poptorch
 from ipuexp.poptorch.mapping import options_values
-from ipuexp.poptorch.session import Session, session
-
-
-@pytest.fixture
-def job(tmp_path):
-    s = Session(None, [], tmp_path)
-    s.predicted = True
-    with session(s):
-        yield s
 
 
 def test_every_nth_device_iteration_returns(job):

@@ -6,7 +6,6 @@ import pytest
 import torch
 
 import ipuexp.poptorch as poptorch
-from ipuexp.poptorch.session import Session, session
 
 
 class _Fit(torch.nn.Module):
@@ -16,14 +15,6 @@ class _Fit(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return poptorch.identity_loss(self.b(self.a(x)).pow(2), reduction="mean")
-
-
-@pytest.fixture
-def job(tmp_path):
-    s = Session(None, [], tmp_path)
-    s.predicted = True
-    with session(s):
-        yield s
 
 
 def _groups(model):

@@ -10,14 +10,6 @@ from ipuexp.poptorch.session import Session, session
 OVERLAP = poptorch.OverlapMode.OverlapAccumulationLoop
 
 
-@pytest.fixture
-def job(tmp_path):
-    s = Session(None, [], tmp_path)
-    s.predicted = True
-    with session(s):
-        yield s
-
-
 def _sharded(io_tiles: int = 32) -> poptorch.Options:
     opts = poptorch.Options().setExecutionStrategy(poptorch.ShardedExecution())
     if io_tiles:
