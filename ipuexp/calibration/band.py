@@ -20,6 +20,10 @@ what the table covers, each widening with its reason:
   (``SOFTWARE_SPREAD_PCT``, added in quadrature: another generation usually ran another SDK);
 * a larger system than any row: ``+SIZE_FACTOR`` of the band per doubling beyond the largest;
 * micro-batch or gradient accumulation more than 2x outside the table's range: ``x RANGE_FACTOR`` each;
+* a family whose every row is unexplained (ViT, GPT: rows listed in ``validate.yaml``, or a user's measured family
+  that stays far off after ``calibrate``): the band of a family with no row, and at least ``COVERAGE_K`` times the
+  largest error of those rows, not that error grown with the distance: the mechanism the model lacks acts wherever
+  the family runs;
 * a micro-batch below every fitted row's (micro-batch 1): at least ``COVERAGE_K`` times the largest residual of
   the unexplained rows (GPT-2's, ViT's), since every fixed cost of a pass weighs more there, the published runs
   there are slower than the model explains (docs/emulator.md, "Micro-batch 1 at long sequences") and no fitted
