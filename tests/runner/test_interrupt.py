@@ -54,7 +54,10 @@ def _interrupt_sweep(tmp_path: Path, ray_tmp: str) -> None:
     env.update(RAY_TMPDIR=ray_tmp, RAY_USAGE_STATS_ENABLED="0")
     cmd = [sys.executable, "app.py", "-m", "hydra/launcher=ray", "hydra.launcher.num_cpus=2",
            "hydra.launcher.object_store_memory=100000000", "+a=1,2,3,4,5,6"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Ctrl-C as a terminal delivers it: a test run started in the background (a shell's `&` without job control)
+    # passes SIGINT ignored to its children, and Python then never raises KeyboardInterrupt.
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines: list = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
     reader.start()
