@@ -24,6 +24,15 @@ QUIET_ENV = {
 }
 """Environment of a local Ray this module starts (a variable the user has set is kept)."""
 
+CLIENT_SERVER_FAILED = ("Starting Ray client server failed", "psutil.ZombieProcess", "psutil.NoSuchProcess")
+"""Ray Client's answers when the head's proxy could not start this driver's server. The proxy forks it from a
+process full of gRPC threads, and the child sometimes dies at once (SIGSEGV, an empty log: 14 connections of 85 to
+a head beside two CPU burners with Ray 2.60, none of 15 with ``GRPC_ENABLE_FORK_SUPPORT=0`` on the head). The proxy
+then reports the failed start, or trips over the dead child (psutil's errors). A new connection gets a new server,
+so the connection is tried again."""
+CLIENT_ATTEMPTS = 4
+"""Connections tried before such a failure ends the sweep."""
+
 
 class ClusterError(CompactHydraException):
     """Ray could not be started or joined; one line naming the setting."""
@@ -60,7 +69,7 @@ def connect(settings: RaySettings) -> str:
     address = settings.address or os.environ.get("RAY_ADDRESS") or None
     try:
         if address:
-            ray.init(address=address, **kwargs)
+            _join(ray, address, kwargs)
         else:
             for key, value in QUIET_ENV.items():
                 os.environ.setdefault(key, value)
@@ -81,7 +90,7 @@ def connect(settings: RaySettings) -> str:
             ray.shutdown()  # what a failed start had started (its driver's processes) ends with it
         except Exception:
             pass
-        first = " ".join(str(exc).split())[:300]
+        first = _first_words(str(exc))
         if address:
             hint = ("; a cluster with token authentication (ray start --head turns it on when the head has "
                     "~/.ray/auth_token) needs RAY_AUTH_MODE=token here and its token: RAY_AUTH_TOKEN=(ray "
@@ -91,6 +100,29 @@ def connect(settings: RaySettings) -> str:
         raise ClusterError(f"cannot start a local Ray (num_cpus={settings.num_cpus}, object_store_memory="
                            f"{settings.object_store_memory}): {first}") from exc
     return _describe(ray)
+
+
+def _join(ray: Any, address: str, kwargs: Dict[str, Any]) -> None:
+    """``ray.init`` at ``address``, again after a Ray Client server that failed to start on the head."""
+    for attempt in range(1, CLIENT_ATTEMPTS + 1):
+        try:
+            ray.init(address=address, **kwargs)
+            return
+        except Exception as exc:
+            if not any(answer in str(exc) for answer in CLIENT_SERVER_FAILED) or attempt == CLIENT_ATTEMPTS:
+                raise
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+            log.warning("Ray Client's server did not start on the head (connection %d of %d); connecting again",
+                        attempt, CLIENT_ATTEMPTS)
+
+
+def _first_words(text: str) -> str:
+    """An error on one line of at most 300 characters; of a traceback the head sent back, only what it raised."""
+    head, sep, trace = text.partition("Traceback (most recent call last):")
+    if sep and trace.strip():
+        text = f"{head} {trace.strip().splitlines()[-1]}"
+    return " ".join(text.split())[:300]
 
 
 def shutdown(only_own: bool = True) -> None:

@@ -69,3 +69,73 @@ def test_a_cluster_that_cannot_be_joined_names_token_authentication(monkeypatch)
     message = str(err.value)
     assert "\n" not in message
     assert "RAY_AUTH_MODE=token" in message and "ray get-auth-token" in message
+
+
+SERVER_FAILED = """Initialization failure from server:
+Traceback (most recent call last):
+  File "/usr/lib/python3/site-packages/ray/util/client/server/proxier.py", line 772, in Datapath
+    raise RuntimeError(
+RuntimeError: Starting Ray client server failed. See ray_client_server_23001.err for detailed logs.
+"""
+
+
+ZOMBIE = """Initialization failure from server:
+Traceback (most recent call last):
+  File "/usr/lib/python3/site-packages/psutil/_pslinux.py", line 1640, in cmdline
+psutil.ZombieProcess: PID still exists but it's a zombie (pid=3653)
+"""
+
+
+def _client_server_failures(monkeypatch, failures: int, answer: str = SERVER_FAILED) -> list:
+    """``ray.init`` that answers as a head whose proxy lost the first ``failures`` servers it started."""
+    import ray
+
+    calls: list = []
+
+    def init(**kwargs):
+        calls.append(kwargs["address"])
+        if len(calls) <= failures:
+            raise ConnectionAbortedError(answer)
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "shutdown", lambda: None)
+    monkeypatch.setattr(cluster, "_describe", lambda ray: "Ray cluster")
+    return calls
+
+
+@pytest.mark.parametrize("answer", [SERVER_FAILED, ZOMBIE], ids=["reported", "zombie"])
+def test_a_client_server_that_failed_to_start_is_connected_again(monkeypatch, caplog, answer: str) -> None:
+    calls = _client_server_failures(monkeypatch, failures=2, answer=answer)
+    try:
+        cluster.connect(cluster.RaySettings(address="ray://10.0.0.5:10001"))
+    finally:
+        monkeypatch.setattr(cluster, "_connected_here", False)
+    assert calls == ["ray://10.0.0.5:10001"] * 3
+    assert "(connection 2 of 4); connecting again" in caplog.text
+
+
+def test_a_client_server_that_never_starts_ends_on_one_line(monkeypatch) -> None:
+    calls = _client_server_failures(monkeypatch, failures=cluster.CLIENT_ATTEMPTS)
+    with pytest.raises(cluster.ClusterError) as err:
+        cluster.connect(cluster.RaySettings(address="ray://10.0.0.5:10001"))
+    assert len(calls) == cluster.CLIENT_ATTEMPTS
+    message = str(err.value)
+    assert "\n" not in message and "File" not in message
+    assert "server: RuntimeError: Starting Ray client server failed. See ray_client_server_23001.err" in message
+
+
+def test_other_failures_to_join_are_not_tried_again(monkeypatch) -> None:
+    import ray
+
+    calls: list = []
+
+    def refuse(**kwargs):
+        calls.append(1)
+        raise ConnectionError("ray client connection timeout")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", refuse)
+    with pytest.raises(cluster.ClusterError):
+        cluster.connect(cluster.RaySettings(address="ray://10.0.0.5:10001"))
+    assert calls == [1]
