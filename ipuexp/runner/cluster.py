@@ -113,8 +113,8 @@ def _join(ray: Any, address: str, kwargs: Dict[str, Any]) -> None:
                 raise
             with contextlib.suppress(Exception):
                 ray.shutdown()
-            log.warning("Ray Client's server did not start on the head (connection %d of %d); connecting again",
-                        attempt, CLIENT_ATTEMPTS)
+            log.warning("Ray Client's server failed on the head (try %d of %d); connecting again", attempt,
+                        CLIENT_ATTEMPTS)
 
 
 def _first_words(text: str) -> str:

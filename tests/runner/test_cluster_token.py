@@ -112,7 +112,7 @@ def test_a_client_server_that_failed_to_start_is_connected_again(monkeypatch, ca
     finally:
         monkeypatch.setattr(cluster, "_connected_here", False)
     assert calls == ["ray://10.0.0.5:10001"] * 3
-    assert "(connection 2 of 4); connecting again" in caplog.text
+    assert "(try 2 of 4); connecting again" in caplog.text
 
 
 def test_a_client_server_that_never_starts_ends_on_one_line(monkeypatch) -> None:
