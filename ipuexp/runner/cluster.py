@@ -26,8 +26,8 @@ QUIET_ENV = {
 
 CLIENT_SERVER_FAILED = ("Starting Ray client server failed", "psutil.ZombieProcess", "psutil.NoSuchProcess")
 """Ray Client's answers when the head's proxy could not start this driver's server. The proxy forks it from a
-process full of gRPC threads, and the child sometimes dies at once (SIGSEGV, an empty log: 14 connections of 85 to
-a head beside two CPU burners with Ray 2.60, none of 15 with ``GRPC_ENABLE_FORK_SUPPORT=0`` on the head). The proxy
+process full of gRPC threads, and the child sometimes dies at once (SIGSEGV, an empty log: 18 connections of 110 to
+a head beside two CPU burners with Ray 2.60, none of 40 with ``GRPC_ENABLE_FORK_SUPPORT=0`` on the head). The proxy
 then reports the failed start, or trips over the dead child (psutil's errors). A new connection gets a new server,
 so the connection is tried again."""
 CLIENT_ATTEMPTS = 4
