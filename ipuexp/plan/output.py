@@ -140,10 +140,11 @@ def print_plan(plan: Plan, top: List[Outcome], rejected: List[Outcome], console:
                       f"IPU {o.peak_ipu}: {human(o.peak_ipu_bytes)} ({o.ipu_headroom:.0%})")
     console.print(table)
     console.print(wrapped(
-        "at worst: the prediction at the far end of its error band (samples/s / (1 + band))" + ("; the table ranks by it (plan.rank=point ranks by the "
-                                                       "prediction)" if by_lower else "")
+        "at worst: the prediction at the far end of its error band (samples/s / (1 + band))"
+        + ("; the table ranks by it (plan.rank=point ranks by the prediction)" if by_lower else "")
         + "; *: extrapolated, no calibration row reaches it; a row stands for its variants in device iterations, "
-          "PopRun instances and prefetch depth (the best shown)", width, 0), soft_wrap=True)
+          f"PopRun instances and prefetch depth (shown: the simplest within {RESOLUTION:.1%} of the best)", width, 0),
+        soft_wrap=True)
     if top and baseline.status == FITS:
         best = top[0]
         console.print(wrapped(
