@@ -77,8 +77,9 @@ class ThroughputFigures:
     """Packed sequences (``data.packing``): sequences per second, ``samples_per_s`` (packs) times the average
     sequences per pack; None when a sample is one sequence."""
     error_band_pct: Optional[float] = None
-    """Half-width of the error band of ``samples_per_s``, percent: leave-one-out residuals of the calibration rows
-    most like this configuration, widened outside the calibration's range (None without calibration residuals)."""
+    """Error band of ``samples_per_s``, percent: the bound on the prediction's error, predicted / measured - 1,
+    either way (``ipuexp.calibration.band_ends``), from the leave-one-out residuals of the calibration rows most
+    like this configuration, widened outside the calibration's range (None without calibration residuals)."""
     error_band_reasons: List[str] = field(default_factory=list)
     """What the band rests on and why it was widened, each calibration row named."""
     error_band_summary: List[str] = field(default_factory=list)

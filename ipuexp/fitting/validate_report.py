@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from ipuexp.calibration import Row
+from ipuexp.calibration.band_ends import inside
 from ipuexp.calibration.evidence import Point
 
 
@@ -42,10 +43,10 @@ class Outcome:
 
     @property
     def in_band(self) -> Optional[bool]:
-        # The band is a share of the prediction: the published value lies in loo x (1 -+ band).
+        # The band bounds the error this table shows, loo / published - 1 (ipuexp.calibration.band_ends).
         if self.loo is None or self.band is None:
             return None
-        return abs(self.row.published / self.loo - 1.0) * 100.0 <= self.band
+        return inside(self.loo, self.row.published, self.band)
 
 
 @dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ipuexp.calibration.band_ends import band_ends
 from ipuexp.config.errors import ConfigError
 from ipuexp.config.schema import ExperimentConfig, option_value
 from ipuexp.emulator.oom import human
@@ -19,10 +20,10 @@ FITS, OOM, PRUNED, INVALID = "fits", "oom", "pruned", "invalid"
 
 
 def lower_end(samples_per_s: float, band_pct: Optional[float]) -> float:
-    """The lower end of a prediction's band: the throughput at which its error (predicted / published - 1, the
-    statistic the bands are made of) reaches the band. About ``samples x (1 - band)`` for a narrow band, and still
-    positive, and ordered, for a band over 100%."""
-    return samples_per_s if band_pct is None else samples_per_s / (1.0 + band_pct / 100.0)
+    """The lower end of a prediction's band (``calibration.band_ends``): the throughput at which its error reaches
+    the band. About ``samples x (1 - band)`` for a narrow band, and still positive, and ordered, for a band over
+    100%."""
+    return samples_per_s if band_pct is None else band_ends(samples_per_s, band_pct)[0]
 
 
 @dataclass

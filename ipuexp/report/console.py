@@ -124,9 +124,7 @@ def print_result(result: Result, console: Any = None) -> None:
     if ms is not None:
         parts = []
         if ms.samples_per_s is not None and ms.over_predicted is not None:
-            inside = "" if ms.in_band is None else (", inside the band" if ms.in_band else ", outside the band")
-            parts.append(f"{ms.samples_per_s:,.0f} samples/s, {ms.over_predicted:.2f}x the prediction "
-                         f"({(ms.over_predicted - 1) * 100:+.1f}%{inside})")
+            parts.append(f"{ms.samples_per_s:,.0f} samples/s ({_measured_error(ms, result)})")
         if ms.ipu_memory_bytes is not None and ms.memory_over_predicted is not None:
             parts.append(f"fullest IPU {human_bytes(ms.ipu_memory_bytes, 1, 'MiB')}, "
                          f"{ms.memory_over_predicted:.2f}x the prediction")
@@ -136,3 +134,14 @@ def print_result(result: Result, console: Any = None) -> None:
         acc = f", test accuracy {f.test_accuracy:.2f}%" if f.test_accuracy is not None else ""
         console.print(f"Functional: final loss {f.final_loss:.4f}{acc}, host {f.samples_per_s:,.1f} samples/s "
                       f"(analytic prediction for the IPU system: {f.predicted_samples_per_s or 0:,.1f})")
+
+
+def _measured_error(ms: Any, result: Result) -> str:
+    """``the prediction is 38.2% high: inside its +-88% band``: the error in the terms the band bounds
+    (``ipuexp.calibration.band_ends``), predicted / measured - 1."""
+    error = 100.0 * (1.0 / ms.over_predicted - 1.0)
+    text = f"the prediction is {abs(error):.1f}% {'high' if error > 0 else 'low'}"
+    band = result.throughput.error_band_pct if result.throughput is not None else None
+    if ms.in_band is None or band is None:
+        return text
+    return f"{text}: {'inside' if ms.in_band else 'outside'} its +-{band:.0f}% band"

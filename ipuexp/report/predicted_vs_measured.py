@@ -1,4 +1,5 @@
-"""Predicted against measured: the runs an IPU system measured, their ratio to the prediction and its error band.
+"""Predicted against measured: the runs an IPU system measured, the prediction's error against each and its band
+(``ipuexp.calibration.band_ends``: a band bounds ``predicted / measured - 1``).
 
 A functional run's own measurement is the host CPU's rate running the model, no IPU's: such runs are counted on
 one line, never compared (one given ``measured.samples_per_s`` is compared by that). Predictions made under
@@ -14,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from ipuexp.calibration import band_ends as edges
 from ipuexp.files import savefig_whole
 from ipuexp.report.sweep import Point, ReportError, Sweep, swept_options
 from ipuexp.units import column_unit, human_bytes
@@ -32,22 +34,29 @@ def host_points(sweep: Sweep) -> List[Point]:
 
 
 def in_band(p: Point) -> Optional[bool]:
-    """The IPU measurement lies within the prediction's error band, its edge included (1,100 against 1,000 ±10%,
-    whatever the rounding); None without a measurement or a band."""
+    """The IPU measurement lies within the prediction's error band, its edge included; None without a measurement
+    or a band."""
     if p.measured_ratio is None or p.error_band_pct is None:
         return None
-    return abs(p.measured_ratio - 1.0) * 100.0 <= p.error_band_pct + 1e-9
+    return edges.inside(p.rate, p.ipu_measured, p.error_band_pct)
+
+
+def error(p: Point) -> Optional[float]:
+    """The prediction's error against the IPU measurement, percent (``predicted / measured - 1``); None without
+    one."""
+    return None if p.measured_ratio is None else edges.error_pct(p.rate, p.ipu_measured)
 
 
 def summary(points: List[Point]) -> Optional[str]:
-    """``N runs: median |measured/predicted - 1| M%, worst W%; K of B in band``; None when nothing was measured."""
+    """``N runs: median |predicted/measured - 1| M%, worst +W%; K of B in band``; None when nothing was measured."""
     compared = [p for p in points if p.measured_ratio is not None]
     if not compared:
         return None
-    errors = [abs(p.measured_ratio - 1.0) * 100.0 for p in compared]
+    errors = [error(p) for p in compared]
     banded = [in_band(p) for p in compared if in_band(p) is not None]
-    line = (f"{len(compared)} run{'s' if len(compared) > 1 else ''}: median |measured/predicted - 1| "
-            f"{statistics.median(errors):.1f}%, worst {max(errors):.1f}%; {sum(banded)} of {len(banded)} in band")
+    line = (f"{len(compared)} run{'s' if len(compared) > 1 else ''}: median |predicted/measured - 1| "
+            f"{statistics.median(abs(e) for e in errors):.1f}%, worst {max(errors, key=abs):+.1f}%; "
+            f"{sum(banded)} of {len(banded)} in band")
     return line + (f", {len(compared) - len(banded)} with no band" if len(banded) < len(compared) else "")
 
 
@@ -80,7 +89,7 @@ def _table(points: List[Point]) -> Any:
     memory = any(p.measured_memory is not None for p in points)
     mem_unit = column_unit([v for p in points for v in (p.peak_memory, p.measured_memory) if v], largest="MiB")
     columns = [Column("run", figure=False), Column(f"predicted {unit}", figure=True), Column("band", figure=True),
-               Column(f"measured {unit}", figure=True), Column("measured/predicted", figure=True),
+               Column(f"measured {unit}", figure=True), Column("error", figure=True),
                Column("in band", figure=False, align="right")]
     if memory:
         columns += [Column(f"memory predicted {mem_unit}", figure=True),
@@ -95,7 +104,7 @@ def _cells(p: Point, mem_unit: Optional[str]) -> List[Any]:
 
     mark = {True: Text("✓", style="green"), False: Text("✗", style="red"), None: Text("-")}[in_band(p)]
     row = [_num(p.rate), "-" if p.error_band_pct is None else f"±{p.error_band_pct:.0f}%", _num(p.ipu_measured),
-           "-" if p.measured_ratio is None else f"{p.measured_ratio:.3f}", mark]
+           "-" if p.measured_ratio is None else f"{error(p):+.1f}%", mark]
     if mem_unit:
         row += [_bytes(p.peak_memory, mem_unit), _bytes(p.measured_memory, mem_unit)]
     return row
@@ -123,7 +132,9 @@ def plot_measured(sweep: Sweep, path: Path) -> Path:
     ax = fig.add_subplot()
     colors = {True: "C0", False: "C3", None: "0.5"}
     ends = [band_ends(p) for p in points]
-    values = [v for p, (low, high) in zip(points, ends) for v in (p.ipu_measured, p.rate, low, high) if v]
+    values = [v for p, (low, _) in zip(points, ends) for v in (p.ipu_measured, p.rate, low)]
+    # An upper end far above every point (a band near 100%) would squeeze the points: it runs off the axis instead.
+    values += [high for _, high in ends if high is not None and high <= REACH_UP * max(values)]
     lo, hi = min(values) / 1.15, max(values) * 1.15  # one range on both axes: y = x is the diagonal
     seen: Dict[Tuple[float, float], int] = {}
     for n, (p, (low, high)) in enumerate(zip(points, ends), 1):
@@ -131,18 +142,19 @@ def plot_measured(sweep: Sweep, path: Path) -> Path:
         # Runs at the same spot: each its own marker, smaller over larger and hollow, so every one shows.
         spot = (round(math.log(p.ipu_measured), 2), round(math.log(p.rate), 2))
         k = seen[spot] = seen.get(spot, -1) + 1
-        bottom = low if low is not None else lo  # a band of 100% or more reaches zero: down to the axis
-        ax.errorbar([p.ipu_measured], [p.rate], yerr=[[p.rate - bottom], [high - p.rate]], fmt=marker,
+        open_top = high is None or high > hi  # no upper end (a band of 100% or more), or beyond the axis
+        top = hi if open_top else high
+        ax.errorbar([p.ipu_measured], [p.rate], yerr=[[p.rate - low], [top - p.rate]], fmt=marker,
                     color=color, markersize=max(10 - 3 * k, 4), markerfacecolor="none", markeredgewidth=1.5,
                     capsize=4, zorder=3 + k, label=_clip(f"{n}: {p.name}", 60))
-        if low is None:
-            ax.plot([p.ipu_measured], [lo], marker="v", color=color, markersize=7, zorder=3, clip_on=False)
+        if open_top:
+            ax.plot([p.ipu_measured], [hi], marker="^", color=color, markersize=7, zorder=3, clip_on=False)
     for label, inside in (("inside its error band", True), ("outside its error band", False),
                           ("no error band logged", None)):
         if any(in_band(p) is inside for p in points):
             ax.plot([], [], linestyle="-", color=colors[inside], label=label)
-    if any(low is None for low, _ in ends):
-        ax.plot([], [], marker="v", linestyle="none", color="0.3", label="band reaches zero (100% or more)")
+    if any(high is None or high > hi for _, high in ends):
+        ax.plot([], [], marker="^", linestyle="none", color="0.3", label="band continues beyond the axis")
     ax.plot([lo, hi], [lo, hi], color="0.3", linestyle="--", linewidth=1, label="predicted = measured", zorder=2)
     ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), aspect="equal",
            xlabel=f"measured on an IPU system ({unit})", ylabel=f"predicted ± error band ({unit})",
@@ -159,15 +171,16 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
+REACH_UP = 3.0
+"""An upper band end more than this factor above every point runs off the top of the chart, marked by an arrow."""
 MARKERS = ("o", "s", "^", "D", "P", "X", "*", "h")
 """One marker per run (cycled), so runs at the same spot are told apart; the colour says in band or not."""
 
 
-def band_ends(p: Point) -> Tuple[Optional[float], float]:
-    """The ends of the prediction's error band, rate x (1 - band) and rate x (1 + band) as ``in_band`` reads it;
-    the lower end None when the band is 100% or more (it reaches zero, which a log axis cannot show)."""
-    band = (p.error_band_pct or 0.0) / 100.0
-    return (p.rate * (1.0 - band) if band < 1.0 else None), p.rate * (1.0 + band)
+def band_ends(p: Point) -> Tuple[float, Optional[float]]:
+    """The lowest and highest measurement inside the prediction's band, as ``in_band`` reads it; the highest None
+    when the band is 100% or more (it has no upper end)."""
+    return edges.band_ends(p.rate, p.error_band_pct or 0.0)
 
 
 def _ticks(ax: Any, lo: float, hi: float) -> None:

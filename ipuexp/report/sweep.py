@@ -57,7 +57,8 @@ class Point:
     """Every IPU within its memory; None when the run did not say."""
     start_time: int = 0
     error_band_pct: Optional[float] = None
-    """+- percent of the predicted throughput (the emulator's error band), when the run logged one."""
+    """The emulator's error band, +- percent: the bound on predicted / measured - 1 (``calibration.band_ends``),
+    when the run logged one."""
     sweep_id: Optional[str] = None
     """The sweep's (multirun's) parent run; None for a run of its own."""
     sequences_per_s: Optional[float] = None

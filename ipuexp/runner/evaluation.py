@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
+from ipuexp.calibration.band_ends import inside
 from ipuexp.config.schema import ExperimentConfig
 from ipuexp.result import MeasuredFigures, Result, RunFigures
 
@@ -93,7 +94,7 @@ def measured_figures(exp: ExperimentConfig, result: Result) -> Optional[Measured
         rate = t.sequences_per_s if t.sequences_per_s is not None else t.samples_per_s
         out.over_predicted = m.samples_per_s / rate
         if t.error_band_pct is not None:
-            out.in_band = abs(out.over_predicted - 1.0) <= t.error_band_pct / 100.0
+            out.in_band = inside(rate, m.samples_per_s, t.error_band_pct)
     if m.ipu_memory_bytes is not None and result.memory is not None and result.memory.ipus:
         out.memory_over_predicted = m.ipu_memory_bytes / max(i.total_bytes for i in result.memory.ipus)
     return out

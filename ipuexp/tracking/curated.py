@@ -32,8 +32,8 @@ METRICS = {
                                   "sequences per pack)",
     "step_time_s": "predicted time of one weight update",
     "mfu": "model FLOPs utilisation: throughput over what the IPUs' peak FLOPs allow",
-    "error_band_pct": "prediction error band of the throughput, +- percent (from the calibration's leave-one-out "
-                      "residuals of the most similar runs)",
+    "error_band_pct": "prediction error band of the throughput, +- percent of predicted/measured - 1 (from the "
+                      "calibration's leave-one-out residuals of the most similar runs)",
     "peak_ipu_memory_bytes": "memory of the fullest IPU of a replica",
     "ipu_headroom_bytes": "free memory of the fullest IPU (capacity minus its peak)",
     "peak_tile_memory_bytes": "memory of the fullest tile",

@@ -71,7 +71,8 @@ def test_generalisation_on_the_full_table(report):
     assert rep.mode_worst("leave-one-size-out") <= cfg.held_out_worst
     assert rep.mode_worst("leave-one-family-out") <= cfg.held_out_worst
     # Error band: the published value is inside the band of the leave-one-out prediction for every row but one,
-    # the unexplained rows included (outside: GPT-2 medium at 1,024 tokens, 2.6x off).
+    # the unexplained rows included (outside: ViT-B/16, +44% against the ±37% its leave-one-out band takes from
+    # the other families).
     assert rep.out_of_band <= 1 and rep.covered_all >= len(rep.outcomes) - 1
     assert all(v.gates(rep, cfg).values()), v.gates(rep, cfg)
     # Every held-out fit refitted every constant.
@@ -203,7 +204,7 @@ def test_report_fits_80_columns_and_keeps_every_figure(monkeypatch, capsys):
 
 
 def test_the_table_at_80_columns_to_a_pipe_cuts_no_figure_and_keeps_the_marks(monkeypatch, capsys):
-    """Every figure of every row whole (``180,125``, ``±157% ✓``), the ✓ and ✗ marks kept, no line over 80, plain
+    """Every figure of every row whole (``180,125``, ``±158% ✓``), the ✓ and ✗ marks kept, no line over 80, plain
     text: the terminal_table rule, with output to a pipe."""
     monkeypatch.setenv("COLUMNS", "80")
     rows = [Row("gpt2_medium_wikitext103_sl1024_mk2_pod16_optimum", "mk2", 102.0),
@@ -211,7 +212,7 @@ def test_the_table_at_80_columns_to_a_pipe_cuts_no_figure_and_keeps_the_marks(mo
             Row("bert_large_packed_mlperf11_mk2_pod128_popart", "mk2", 9_028.0)]
     outcomes = [Outcome(rows[0], 274.9, unexplained="a mechanism the model lacks"),
                 Outcome(rows[1], 180_125.0), Outcome(rows[2], 9_128.0)]
-    for o, loo, band in zip(outcomes, (274.9, 403_888.0, 9_200.0), (23.0, 157.0, 5.0)):
+    for o, loo, band in zip(outcomes, (274.9, 403_888.0, 9_200.0), (23.0, 158.0, 5.0)):
         o.loo, o.band = loo, band
         o.held_out = {mode: loo * (1 + 0.01 * n) for n, mode in enumerate(MODES[1:])}
     rep = Report(outcomes, {"amp_efficiency": 0.79})
@@ -227,7 +228,7 @@ def test_the_table_at_80_columns_to_a_pipe_cuts_no_figure_and_keeps_the_marks(mo
         line = next(line for line in table.splitlines() if cells[0] in line)
         for cell in cells:
             assert cell in line, (cell, line)
-    assert "±157% ✓" in table and "±23% ✗" in table and " *" in table
+    assert "±158% ✓" in table and "±23% ✗" in table and " *" in table
 
 
 def test_without_transformers_the_report_runs_the_other_rows_and_check_refuses(monkeypatch, capsys):

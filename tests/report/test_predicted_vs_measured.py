@@ -16,12 +16,12 @@ from ipuexp.report.sweep import Point, ReportError, Sweep
 from ipuexp.report.sweep_load import load
 
 LONG = "gradient_accumulation={},num_io_tiles=32,available_memory_proportion=0.2"
-# name, predicted samples/s, band (+-%), measured samples/s (None: not measured)
+# name, predicted samples/s, band (+-%), measured samples/s (None: not measured); the error is predicted/measured - 1
 ANALYTIC = [
-    (LONG.format(256), 700.0, 10.0, 735.0),     # 1.050: inside +-10%
-    (LONG.format(1024), 900.0, 10.0, 1000.0),   # 1.111: outside
-    (LONG.format(2048), 1100.0, 5.0, 1045.0),   # 0.950: on the band's edge, inside
-    (LONG.format(4096), 1300.0, None, 1200.0),  # 0.923: no band logged
+    (LONG.format(256), 700.0, 10.0, 735.0),     # -4.8%: inside +-10%
+    (LONG.format(1024), 900.0, 10.0, 1010.0),   # -10.9%: outside
+    (LONG.format(2048), 1102.5, 5.0, 1050.0),   # +5.0%: on the band's edge, inside
+    (LONG.format(4096), 1300.0, None, 1200.0),  # +8.3%: no band logged
     (LONG.format(512), 800.0, 10.0, None),      # predicted only
 ]
 PEAK = 600_000_000
@@ -80,9 +80,9 @@ def test_runs_read_back_with_their_measurements(db_uri):
     sweep = load(db_uri, "bert_large")
     by_name = {p.name: p for p in sweep.points}
     p = by_name[LONG.format(1024)]
-    assert (p.throughput, p.measured, p.measured_on, p.measured_memory) == (900.0, 1000.0, "ipu", MEASURED_PEAK)
+    assert (p.throughput, p.measured, p.measured_on, p.measured_memory) == (900.0, 1010.0, "ipu", MEASURED_PEAK)
     assert p.calibration == "mine (3f2a9c1e)" and p.calibration_name == "mine"
-    assert p.measured_ratio == pytest.approx(1000 / 900)
+    assert p.measured_ratio == pytest.approx(1010 / 900)
     f = by_name["functional run"]
     assert (f.throughput, f.measured, f.measured_on, f.ipu_measured) == (12.5, 12.5, "host", None)
     assert f.calibration is None and f.calibration_name == "shipped"
@@ -97,7 +97,7 @@ def test_runs_read_back_with_their_measurements(db_uri):
     assert sorted(q.name for q in host_points(sweep)) == ["functional run", "functional, predicted", "old functional"]
 
 
-def test_table_gives_the_ratio_and_the_band(db_uri):
+def test_table_gives_the_error_and_the_band(db_uri):
     _analytic(db_uri)
     _functional(db_uri)
     sweep = load(db_uri, "bert_large")
@@ -105,13 +105,13 @@ def test_table_gives_the_ratio_and_the_band(db_uri):
     text = _text(sweep)
     cells = [re.split(r"\s{2,}", line.strip()) for line in text.splitlines()]
     rows = {c[0].replace(", ", ","): c[1:] for c in cells if c[0].startswith("gradient")}  # names broken at commas
-    assert rows[LONG.format(1024)] == ["900.0", "±10%", "1,000.0", "1.111", "✗"]
-    assert rows[LONG.format(256)] == ["700.0", "±10%", "735.0", "1.050", "✓"]
-    assert rows[LONG.format(2048)] == ["1,100.0", "±5%", "1,045.0", "0.950", "✓"]
-    assert rows[LONG.format(4096)] == ["1,300.0", "-", "1,200.0", "0.923", "-"]
+    assert rows[LONG.format(1024)] == ["900.0", "±10%", "1,010.0", "-10.9%", "✗"]
+    assert rows[LONG.format(256)] == ["700.0", "±10%", "735.0", "-4.8%", "✓"]
+    assert rows[LONG.format(2048)] == ["1,102.5", "±5%", "1,050.0", "+5.0%", "✓"]
+    assert rows[LONG.format(4096)] == ["1,300.0", "-", "1,200.0", "+8.3%", "-"]
     assert LONG.format(512) not in rows  # predicted only
     assert "Predicted vs measured" in text and "MiB" not in text  # no run has a measured memory
-    assert ("4 runs: median |measured/predicted - 1| 6.3%, worst 11.1%; 2 of 3 in band, 1 with no band"
+    assert ("4 runs: median |predicted/measured - 1| 6.7%, worst -10.9%; 2 of 3 in band, 1 with no band"
             in text)
     # The functional run's host measurement is no IPU's: it is counted apart, never compared.
     assert "functional run" not in rows and "12.5" not in text
@@ -136,10 +136,11 @@ def test_table_fits_80_columns_and_keeps_every_figure_whole(db_uri, memory):
     assert max(len(line) for line in lines) <= 80 and "…" not in text  # no cell, no header cut short
     head = "\n".join(lines[:lines.index(next(line for line in lines if line.startswith("─")))])
     assert [head.count(h) for h in ("predicted", "measured", "samples/s", "band", "memory")] == (
-        [3, 4, 2, 2, 2] if memory else [2, 3, 2, 2, 0])  # the title says "measured" too
+        [2, 3, 2, 2, 2] if memory else [1, 2, 2, 2, 0])  # the title says "measured" too
     cells = [cell for line in lines for cell in line.split()]
     for _, predicted, band, measured in ANALYTIC[:4]:
-        assert f"{predicted:,.1f}" in cells and f"{measured:,.1f}" in cells and f"{measured / predicted:.3f}" in cells
+        assert f"{predicted:,.1f}" in cells and f"{measured:,.1f}" in cells
+        assert f"{100 * (predicted / measured - 1):+.1f}%" in cells
         assert band is None or f"±{band:.0f}%" in cells
     assert ("MiB" in text) is memory
     if memory:  # in the header's unit, MiB
@@ -154,7 +155,7 @@ def test_packed_runs_compare_sequences():
               sequences_per_s=200.0, measured=230.0, measured_on="ipu")
     assert p.measured_ratio == pytest.approx(1.15) and in_band(p) is False
     text = _text(Sweep("packed", [p]))
-    assert "sequences/s" in text and "samples/s" not in text and "1.150" in text
+    assert "sequences/s" in text and "samples/s" not in text and "-13.0%" in text  # 200 against 230
 
 
 def test_calibration_mix_is_named_and_filtered(db_uri, tmp_path: Path, capsys):
@@ -176,7 +177,7 @@ def test_calibration_mix_is_named_and_filtered(db_uri, tmp_path: Path, capsys):
     assert main(["bert_large", "--uri", db_uri, "--out", str(out), "--calibration", "shipped"]) == 0
     printed = capsys.readouterr().out
     assert "calibrations" not in printed and "bert_large: 1 configuration," in printed
-    assert "1 run: median |measured/predicted - 1| 2.0%, worst 2.0%; 1 of 1 in band" in printed
+    assert "1 run: median |predicted/measured - 1| 2.0%, worst -2.0%; 1 of 1 in band" in printed
     assert main(["bert_large", "--uri", db_uri, "--calibration", "theirs"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == ("ipuexp.report: calibration='theirs': no runs of 'bert_large' were made under it; calibrations "
@@ -213,8 +214,8 @@ def test_cli_prints_the_view_and_writes_the_chart_and_csv(db_uri, tmp_path: Path
     assert red.sum() > 30 and blue.sum() > 30
     rows = {r["run"]: r for r in csv.DictReader((out / "sweep.csv").open())}
     r = rows[LONG.format(1024)]
-    assert float(r["measured_samples_per_s"]) == 1000.0
-    assert float(r["measured_over_predicted"]) == pytest.approx(1000 / 900)
+    assert float(r["measured_samples_per_s"]) == 1010.0
+    assert float(r["measured_over_predicted"]) == pytest.approx(1010 / 900)
     assert r["measured_on"] == "ipu" and r["calibration"] == "shipped"
     assert float(rows["functional run"]["measured_samples_per_s"]) == 12.5
     assert rows["functional run"]["measured_on"] == "host" and rows["functional run"]["measured_over_predicted"] == ""

@@ -1,8 +1,10 @@
 """``predicted_vs_measured.png``: runs at the same spot are told apart, and a band of 100% or more stays on the log
-axis (its lower end reaches zero: an arrow at the axis)."""
+axis (it has no upper end: an arrow at the top of the axis)."""
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 
 from ipuexp.report.predicted_vs_measured import band_ends, plot_measured
 from ipuexp.report.sweep import Point, Sweep
@@ -14,9 +16,10 @@ def _point(n: int, predicted: float, band: float, measured: float) -> Point:
 
 
 def test_band_ends():
-    assert band_ends(_point(0, 1000.0, 10.0, 1000.0)) == (900.0, 1100.0)
+    low, high = band_ends(_point(0, 1000.0, 10.0, 1000.0))
+    assert low == pytest.approx(1000.0 / 1.1) and high == pytest.approx(1000.0 / 0.9)
     low, high = band_ends(_point(0, 1000.0, 104.0, 1000.0))
-    assert low is None and high == 2040.0
+    assert low == pytest.approx(1000.0 / 2.04) and high is None
 
 
 def test_chart_with_twin_runs_and_a_wide_band(tmp_path: Path, monkeypatch):
@@ -35,5 +38,7 @@ def test_chart_with_twin_runs_and_a_wide_band(tmp_path: Path, monkeypatch):
     assert path.exists()
     (_, _, err1, fmt1, size1), (_, _, err2, fmt2, size2), (_, y3, err3, _, _) = drawn
     assert fmt1 != fmt2 and size1 > size2           # the twins: two markers, the second smaller, both visible
-    assert all(e[0][0] < 10_610.0 for e in (err1, err2))   # down to the axis, not below zero
-    assert err3[0][0] == y3 - 7905.0 * 0.7
+    # the wide band: down to 10,610 / 2.5, and up to the top of the axis, not to a far upper end
+    assert all(e[0][0] == pytest.approx(10_610.0 - 10_610.0 / 2.5) for e in (err1, err2))
+    assert all(0 < e[1][0] < 10_610.0 for e in (err1, err2))
+    assert err3[0][0] == pytest.approx(y3 - 7905.0 / 1.3) and err3[1][0] == pytest.approx(7905.0 / 0.7 - y3)
