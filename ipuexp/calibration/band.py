@@ -21,13 +21,13 @@ what the table covers, each widening with its reason:
 * a larger system than any row: ``+SIZE_FACTOR`` of the band per doubling beyond the largest;
 * micro-batch or gradient accumulation more than 2x outside the table's range: ``x RANGE_FACTOR`` each;
 * a family whose every row is unexplained (ViT, GPT: rows listed in ``validate.yaml``, or a user's measured family
-  that stays far off after ``calibrate``): the band of a family with no row, and at least ``COVERAGE_K`` times the
-  largest error of those rows, not that error grown with the distance: the mechanism the model lacks acts wherever
-  the family runs;
-* a micro-batch below every fitted row's (micro-batch 1): at least ``COVERAGE_K`` times the largest residual of
-  the unexplained rows (GPT-2's, ViT's), since every fixed cost of a pass weighs more there, the published runs
-  there are slower than the model explains (docs/emulator.md, "Micro-batch 1 at long sequences") and no fitted
-  row bounds how much.
+  that stays far off after ``calibrate``): the band of a family with no row, and at least the largest error of those
+  rows ``compounded`` (twice it on the scale errors multiply on: +44% gives +-107%), not that error grown with the
+  distance: the mechanism the model lacks acts wherever the family runs;
+* a micro-batch below every fitted row's (micro-batch 1): at least the largest residual of the unexplained rows
+  (GPT-2's, ViT's) ``compounded``, since every fixed cost of a pass weighs more there, the published runs there
+  are slower than the model explains (docs/emulator.md, "Micro-batch 1 at long sequences") and no fitted row bounds
+  how much.
 
 Beyond its family, a prediction is as good as the rows near it (``Point``: IPUs per replica, tokens or pixels per
 micro-batch, samples per weight update, the fullest tile's headroom, system size, host framework). A row *reaches*
@@ -70,7 +70,8 @@ _SCALE_IPUS, _SCALE_MBS, _SCALE_GA, _FAMILY_DISTANCE = 2.0, 1.5, 3.0, 2.0
 @dataclass(frozen=True)
 class Band:
     pct: float
-    """Half-width of the band, percent of the prediction."""
+    """Half-width of the band, percent: the bound on the prediction's error, predicted / measured - 1
+    (``calibration.band_ends``)."""
     reasons: Tuple[str, ...]
     """What the band rests on and why it was widened, each calibration row named (``result.json``)."""
     summary: Tuple[str, ...] = ()
@@ -86,6 +87,14 @@ class Band:
 
 def _log2(a: float, b: float) -> float:
     return math.log2(max(a, 1) / max(b, 1))
+
+
+def compounded(error_pct: float) -> float:
+    """``COVERAGE_K`` times an error on the scale errors multiply on, as a band in percent: a prediction 1.44x the
+    measurement (+44%) gives 1.44 ** 2 = 2.07x, +-107%; one 0.8x (-20%) gives 0.64x, +-36%. Near zero it is
+    ``COVERAGE_K`` times the error, as for the other bands; far from it, twice as far off means the factor squared,
+    not the percent doubled (+88% would be 1.88x where twice 1.44x off is 2.07x)."""
+    return abs((1.0 + error_pct / 100.0) ** COVERAGE_K - 1.0) * 100.0
 
 
 def _rms(values: Sequence[float]) -> float:
@@ -116,7 +125,7 @@ def error_band(model: str, ipus: int, micro_batch: int, grad_accum: int, exclude
     own = [r for r in rows if r.family == fam]
     # A family whose every row is unexplained (ViT, GPT-2 at 1,024 tokens) has an error the model lacks a mechanism
     # for, the same wherever the family runs: its band is that of a family the model has not seen (grown with the
-    # distance like any), at least twice that error, never that error grown with the distance.
+    # distance like any), at least twice that error as a factor, never that error grown with the distance.
     unexplained = own if own and not any(r.fitted for r in own) else []
     if unexplained:
         own = []
@@ -171,16 +180,17 @@ def error_band(model: str, ipus: int, micro_batch: int, grad_accum: int, exclude
 
 
 def _unexplained_floor(own: Sequence[Residual], table_rms: float, band: Band) -> Band:
-    """At least ``COVERAGE_K`` times the largest error of the family's unexplained rows (and of the table's RMS), so
-    that the published runs that show the missing mechanism lie inside the band wherever the family runs."""
+    """At least the largest error of the family's unexplained rows ``compounded`` (and ``COVERAGE_K`` times the
+    table's RMS), so that the published runs that show the missing mechanism lie inside the band wherever the family
+    runs: the mechanism acts on each of them by its own amount, up to twice as far off as the row."""
     if not own:
         return band
     worst = max(own, key=lambda r: abs(r.loo_error_pct))
-    floor = COVERAGE_K * max(abs(worst.loo_error_pct), table_rms)
+    floor = max(compounded(worst.loo_error_pct), COVERAGE_K * table_rms)
     fam = worst.family
     reason = (f"the {fam} rows' error is not explained ({worst.loo_error_pct:+.0f}% of {worst.id}): at least twice "
-              f"it")
-    short = f"{fam}'s unexplained error ({worst.loo_error_pct:+.0f}%): at least twice it"
+              f"it, compounded")
+    short = f"{fam}'s unexplained error ({worst.loo_error_pct:+.0f}%): at least twice it, compounded"
     if floor <= band.pct:
         return dataclasses.replace(band, reasons=(*band.reasons, reason))
     return dataclasses.replace(band, pct=floor, reasons=(*band.reasons, reason), summary=(*band.summary, short))
@@ -189,7 +199,7 @@ def _unexplained_floor(own: Sequence[Residual], table_rms: float, band: Band) ->
 def _small_micro_batch_floor(rows: Sequence[Residual], micro_batch: int, band: Band) -> Band:
     """A micro-batch smaller than every fitted row's is where the model is least sure: every fixed cost of a pass
     weighs more, and the published runs there are slower than the model explains. No fitted row bounds the gap, so
-    the band is at least ``COVERAGE_K`` times the largest residual of the rows the model does not explain."""
+    the band is at least the largest residual of the rows the model does not explain, ``compounded``."""
     fitted = [r.micro_batch for r in rows if r.fitted and r.micro_batch]
     if not micro_batch or not fitted or micro_batch >= min(fitted):
         return band
@@ -197,12 +207,13 @@ def _small_micro_batch_floor(rows: Sequence[Residual], micro_batch: int, band: B
     if not there:
         return band
     worst = max(there, key=lambda r: abs(r.loo_error_pct))
-    floor = COVERAGE_K * abs(worst.loo_error_pct)
+    floor = compounded(worst.loo_error_pct)
     if floor <= band.pct:
         return band
     reason = (f"micro-batch {micro_batch}, below every fitted row's ({min(fitted)}): at least twice the largest "
-              f"unexplained error, {worst.loo_error_pct:+.0f}% of {worst.id}")
-    short = f"micro-batch {micro_batch}: at least twice the largest unexplained error ({worst.loo_error_pct:+.0f}%)"
+              f"unexplained error, compounded, {worst.loo_error_pct:+.0f}% of {worst.id}")
+    short = (f"micro-batch {micro_batch}: at least twice the largest unexplained error, compounded "
+             f"({worst.loo_error_pct:+.0f}%)")
     return dataclasses.replace(band, pct=floor, reasons=(*band.reasons, reason), summary=(*band.summary, short))
 
 

@@ -4,7 +4,7 @@ A band bounds the prediction's error, ``predicted / measured - 1``, either way: 
 (each is a multiple of leave-one-out residuals of that form, ``ipuexp.calibration.band``) and the one that
 ``python -m ipuexp.validate`` reports (ViT-B/16: +44%, the engine optimistic). A measurement therefore lies inside
 a band ``b`` when it is between ``predicted / (1 + b)`` and ``predicted / (1 - b)``: a ±10% band reaches from 909 to
-1,111 samples/s around 1,000, nearly ``1,000 x (1 -+ 10%)``; a ±88% band reaches down to 53% of the prediction and
+1,111 samples/s around 1,000, nearly ``1,000 x (1 -+ 10%)``; a ±108% band reaches down to 48% of the prediction and
 up without bound, since a prediction cannot be more than 100% too low. So the lower end stays positive for any
 band (what the planner ranks by), and the upper end exists below 100%.
 """
