@@ -139,7 +139,9 @@ def print_result(result: Result, console: Any = None) -> None:
 def _measured_error(ms: Any, result: Result) -> str:
     """``the prediction is 38.2% high: inside its +-108% band``: the error in the terms the band bounds
     (``ipuexp.calibration.band_ends``), predicted / measured - 1."""
-    error = 100.0 * (1.0 / ms.over_predicted - 1.0)
+    from ipuexp.calibration.band_ends import error_pct
+
+    error = error_pct(1.0, ms.over_predicted)  # over_predicted is measured / predicted
     text = f"the prediction is {abs(error):.1f}% {'high' if error > 0 else 'low'}"
     band = result.throughput.error_band_pct if result.throughput is not None else None
     if ms.in_band is None or band is None:

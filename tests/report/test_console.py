@@ -100,3 +100,24 @@ def test_figures_are_not_highlighted_in_a_terminal_and_the_band_is_one_short_lin
     assert len(lines) == 3 and not any("\x1b[" in line for line in lines), lines
     assert "3,490 samples/s (+-7%)" in out and "a_row" not in out
     assert "Error band: leave-one-out residuals of the 2 bert rows (rows named in result.json)" in " ".join(out.split())
+
+
+def test_the_measured_line_gives_the_error_the_band_bounds(capsys, monkeypatch):
+    """``predicted / measured - 1``, as validate and the bands take it: 1,000 against 800 measured is 25% high,
+    outside +-20% though 800 is within 20% of 1,000; against 1,100 it is 9.1% low."""
+    from ipuexp.result import MeasuredFigures
+
+    monkeypatch.setenv("COLUMNS", "80")
+    model = ModelFigures(name="bert_large", parameters=1, flops_per_sample=1.0, fwd_flops_per_sample=1.0,
+                         bwd_flops_per_sample=0.0, num_stages=1, ipus_per_replica=1, capture_seconds=0.1)
+    for measured, band, inside, line in [
+            (800.0, 20.0, False, "Measured: 800 samples/s (the prediction is 25.0% high: outside its +-20% band)"),
+            (1100.0, 20.0, True, "Measured: 1,100 samples/s (the prediction is 9.1% low: inside its +-20% band)"),
+            (1100.0, None, None, "Measured: 1,100 samples/s (the prediction is 9.1% low)")]:
+        throughput = ThroughputFigures(samples_per_s=1000.0, step_time_s=1.0, bubble_fraction=0.1, utilisation=[1.0],
+                                       error_band_pct=band)
+        result = Result(recipe="bert_large", model=model, fits=True, throughput=throughput,
+                        measured=MeasuredFigures(samples_per_s=measured, over_predicted=measured / 1000.0,
+                                                 in_band=inside))
+        print_result(result)
+        assert line in capsys.readouterr().out.splitlines()
