@@ -97,11 +97,15 @@ def first_dim(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> int:
 
 
 def script_name() -> str:
-    """The running script's name (the MLflow experiment of its runs)."""
+    """The running script's name (the MLflow experiment of its runs): ``train`` for ``python train.py`` or
+    ``python -m pkg.train``, the package's for ``python -m trainer`` (its ``__main__.py``)."""
     import sys
     from pathlib import Path
 
-    return Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "poptorch"
+    if not sys.argv or not sys.argv[0] or sys.argv[0] == "-c":
+        return "poptorch"
+    path = Path(sys.argv[0])
+    return (path.parent.name or "poptorch") if path.stem == "__main__" else path.stem
 
 
 def precision_of(model: torch.nn.Module) -> str:

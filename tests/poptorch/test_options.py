@@ -62,3 +62,4 @@ def test_num_io_tiles_is_checked_as_poptorch_checks_it():
     with pytest.raises(AssertionError, match="numIOTiles must be an even number between 32 and 192."):
         poptorch.Options().TensorLocations.numIOTiles(33)
     assert poptorch.Options().TensorLocations.numIOTiles(192).num_io_tiles == 192
+

@@ -58,7 +58,8 @@ def test_overlap_needs_sharded_execution_and_io_tiles(job):
     assert _run(unmarked, poptorch.Options()).tolist() == [2.0, 3.0]
 
 
-def test_the_capture_keeps_parameters_parameters(tmp_path):
+def test_the_capture_keeps_parameters_parameters(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the prediction's MLflow run goes to ./mlflow.db, as a user's does
     class Lookup(torch.nn.Module):
         def __init__(self):
             super().__init__()
