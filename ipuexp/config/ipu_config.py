@@ -46,7 +46,7 @@ TO_OPTIONS = (
     ("options.reduction_type", "mean", "IPUConfig.to_options: accumulationAndReplicationReductionType(Mean)"),
     ("options.pipeline.schedule", "grouped", "IPUConfig.to_options: PipelinedExecution(AutoStage.AutoIncrement)"),
     ("options.pipeline.auto_stage", "auto_increment",
-     "IPUConfig.to_options: AutoStage.AutoIncrement, and parallelize() makes every layer a BeginBlock"),
+     "IPUConfig.to_options: AutoStage.AutoIncrement; PopART merges each IPU's consecutive stages"),
     ("host.framework", "optimum", "IPUTrainer.train: the Hugging Face Trainer's step, then setOptimizer"),
 )
 # Fields read elsewhere in this module (mapped, or used to check others).

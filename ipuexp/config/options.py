@@ -123,10 +123,10 @@ class PipelineConfig:
     """IPU of each stage; one extra entry places the post-layer blocks (heads) in a stage of their own,
     e.g. BERT's [0,1,2,3,0]. Default: stage i on IPU i."""
     auto_stage: AutoStage = AutoStage.same_as_ipu
-    """PopTorch's ``AutoStage`` for blocks placed by IPU: ``same_as_ipu`` (default: consecutive blocks on one IPU
-    form one stage) or ``auto_increment`` (every block its own stage, as Optimum Graphcore's
-    ``PipelinedExecution(AutoStage.AutoIncrement)`` makes them: more stages, a longer fill and drain, deeper
-    stashes)."""
+    """PopTorch's ``AutoStage`` for blocks placed by IPU, as the source sets it: ``same_as_ipu`` (default: the
+    blocks on one IPU form one stage) or ``auto_increment`` (every block its own stage, as Optimum Graphcore's
+    ``PipelinedExecution(AutoStage.AutoIncrement)`` numbers them). Both predict the same: PopART merges consecutive
+    stages on one IPU into one (PopTorch user guide, "Pipelined execution"; ``graph.stages``)."""
     split_layers: bool = False
     """Each encoder layer is two blocks, attention then feed-forward, and ``layers_per_ipu`` counts these halves, so
     that a stage can end in the middle of a layer (zoo BERT; Graphcore's MLPerf BERT ``att_ffn_placement``)."""

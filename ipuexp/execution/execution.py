@@ -125,19 +125,14 @@ def build_plan(exp: ExperimentConfig, stages: Sequence[Stage]) -> ExecutionPlan:
     ipus = tuple(sorted({st.ipu for st in stages}))
     ga, di = int(opts.gradient_accumulation), int(opts.device_iterations)
     mode = option_value(opts.recomputation.mode)
-    # Stash depths count IPUs to the end (PopART pipeline.cpp: "a stash size of 2*(IPUs to end) + 1"): the stages
-    # AutoIncrement makes of consecutive blocks on one IPU share that IPU's position.
-    position = list(range(n))
-    if option_value(opts.pipeline.auto_stage) == "auto_increment":
-        for i in range(1, n):
-            position[i] = position[i - 1] + (stages[i].ipu != stages[i - 1].ipu)
-    positions = position[-1] + 1 if n else 0
+    # Stash depths count stages to the end (PopART pipeline.cpp: "a stash size of 2*(IPUs to end) + 1"), a stage
+    # being one visit of an IPU (``graph.stages``).
     return ExecutionPlan(
         training=training,
         schedule=schedule,
         stages=tuple(stages),
         ipus=ipus,
-        stash_depths=tuple(stash_depth(schedule, position[i], positions) for i in range(n)) if training else (0,) * n,
+        stash_depths=tuple(stash_depth(schedule, i, n) for i in range(n)) if training else (0,) * n,
         recompute=training and recomputation_active(mode, n),
         stage_recomputes=tuple(training and stage_recomputes(mode, st.index, n) for st in stages),
         amp=tuple(amp_for_ipu(opts.available_memory_proportion, i, len(ipus)) for i in range(len(ipus))),
@@ -157,8 +152,8 @@ def build_plan(exp: ExperimentConfig, stages: Sequence[Stage]) -> ExecutionPlan:
 
 def plan_for(exp: ExperimentConfig, graph: Graph) -> ExecutionPlan:
     """The plan of ``exp`` for its captured ``graph``, split as its pipeline options say."""
-    from ipuexp.graph.stages import assign_stages
+    from ipuexp.graph.stages import assign_stages, merges_stages
 
     pipe = exp.options.pipeline
     return build_plan(exp, assign_stages(graph.blocks, pipe.layers_per_ipu, pipe.device_mapping,
-                                         auto_increment=option_value(pipe.auto_stage) == "auto_increment"))
+                                         merge=merges_stages(exp.host.framework)))

@@ -34,7 +34,7 @@ class BertApp(App):
         ("options.recomputation.mode", "pipeline", RECOMPUTE),
         ("options.pipeline.schedule", "grouped", "ipu_options.py: PipelinedExecution(AutoStage.AutoIncrement)"),
         ("options.pipeline.auto_stage", "auto_increment",
-         "ipu_options.py: AutoStage.AutoIncrement, and every layer is a BeginBlock: a stage per block"),
+         "ipu_options.py: AutoStage.AutoIncrement; PopART merges each IPU's consecutive stages"),
         ("options.output_mode", "sum", "ipu_options.py: outputMode(Sum)"),
         ("options.reduction_type", "mean", "ipu_options.py: accumulationAndReplicationReductionType(Mean)"),
     )

@@ -36,7 +36,7 @@ class Gpt2App(App):
          "arguments.py: --optimizer-state-offchip default True"),
         ("options.pipeline.schedule", "grouped", "ipu_options.py: PipelinedExecution(AutoStage.AutoIncrement)"),
         ("options.pipeline.auto_stage", "auto_increment",
-         "ipu_options.py: AutoStage.AutoIncrement, and every layer is a BeginBlock: a stage per block"),
+         "ipu_options.py: AutoStage.AutoIncrement; PopART merges each IPU's consecutive stages"),
         ("options.output_mode", "sum", "ipu_options.py: outputMode(OutputMode.Sum)"),
         ("options.reduction_type", "mean", "ipu_options.py: accumulationAndReplicationReductionType(Mean)"),
         ("options.loss_scaling", 50000.0, "arguments.py: --loss-scaling default 50000.0"),

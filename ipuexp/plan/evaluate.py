@@ -97,15 +97,14 @@ class Evaluator:
         return g
 
     def stages(self, layout: Layout, micro_batch: int) -> Any:
-        from ipuexp.graph.stages import assign_stages
+        from ipuexp.graph.stages import assign_stages, merges_stages
 
         key = (layout, micro_batch)
         st = self._stages.get(key)
         if st is None:
-            auto = option_value(self.base.options.pipeline.auto_stage) == "auto_increment"
             st = self._stages[key] = assign_stages(self.graph(micro_batch).blocks, list(layout.layers_per_ipu),
                                                    list(layout.device_mapping) if layout.device_mapping else None,
-                                                   auto_increment=auto)
+                                                   merge=merges_stages(self.base.host.framework))
         return st
 
     def evaluate(self, c: Candidate) -> Outcome:

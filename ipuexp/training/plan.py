@@ -50,7 +50,7 @@ def _value(x: Any) -> str:
 
 
 def stage_blocks(blocks: Sequence[Any], layers_per_ipu: Sequence[int], device_mapping: Any,
-                 auto_increment: bool = False) -> List[List[int]]:
+                 merge: bool = False) -> List[List[int]]:
     """Block indices per stage, by the same rule as the analytic engine (``ipuexp.graph.stages.assign_stages``,
     which reads only ``is_layer`` from each block)."""
     from ipuexp.graph.stages import assign_stages
@@ -61,7 +61,7 @@ def stage_blocks(blocks: Sequence[Any], layers_per_ipu: Sequence[int], device_ma
                                                                              len(layers_per_ipu) + 1), device_mapping
     position = {id(b): i for i, b in enumerate(blocks)}
     stages = assign_stages(list(blocks), list(layers_per_ipu), list(device_mapping) if device_mapping else None,
-                           auto_increment=auto_increment)
+                           merge=merge)
     return [[position[id(b)] for b in s.blocks] for s in stages if s.blocks]
 
 
@@ -75,8 +75,10 @@ def make_plan(exp: ExperimentConfig, blocks: Sequence[Any]) -> TrainingPlan:
     assert output_mode in OUTPUT_MODES and reduction in REDUCTIONS and recompute in RECOMPUTATION, o
     layout = BatchLayout(int(exp.data.micro_batch_size), int(o.gradient_accumulation), int(o.device_iterations),
                          int(o.replication_factor), int(o.num_instances))
+    from ipuexp.graph.stages import merges_stages
+
     stages = stage_blocks(blocks, list(o.pipeline.layers_per_ipu or []), o.pipeline.device_mapping,
-                          auto_increment=_value(o.pipeline.auto_stage) == "auto_increment")
+                          merge=merges_stages(exp.host.framework))
     # Recomputation: "all" checkpoints every block; "pipeline" recomputes each stage from its stashed inputs when
     # the model is pipelined (PopTorch enables it only with more than one IPU: poptorch.Options, PopTorch user guide),
     # and recomputationCheckpoint at every layer output (checkpoint_every_layer) splits that further.
