@@ -108,6 +108,10 @@ def _warnings(console: Any, result: Refit) -> None:
                       "factor; its predictions keep the wide band above"
                       + ("" if result.mode == "measured" else " (--measured-only fits the measured runs alone, at "
                          "the cost of every other family)") + ".", markup=False)
+    for fam, after, loo in result.self_explained():
+        console.print(f"{fam}: the measured runs come within {after:+.0f}% only through themselves: predicted "
+                      f"without each (LOO) they stay {loo:+.0f}% off, so no other row confirms the constants they "
+                      "moved; their band keeps that error.", markup=False)
     if result.mode == "measured" and result.shipped:
         worst = max(result.shipped, key=lambda l: abs(l.error(l.after) or 0.0))
         console.print(f"The shipped rows are up to {worst.error(worst.after):+.0f}% off under these constants "

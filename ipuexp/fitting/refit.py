@@ -99,6 +99,20 @@ class Refit:
                 out.append((fam, median))
         return out
 
+    def self_explained(self) -> List[Tuple[str, float, float]]:
+        """Families of measured rows within FAR_OFF_PCT after the refit but not without themselves: their leave-one-out
+        prediction (median error) is still further off, so no other row confirms what moved. (family, after, LOO)."""
+        out = []
+        for fam in dict.fromkeys(family(line.case.row.model) for line in self.mine):
+            lines = [line for line in self.mine if line.case.row.family == fam and line.loo is not None]
+            if not lines:
+                continue
+            after = statistics.median(line.error(line.after) or 0.0 for line in lines)
+            loo = statistics.median(line.held_out_error for line in lines)
+            if abs(after) <= FAR_OFF_PCT < abs(loo):
+                out.append((fam, after, loo))
+        return out
+
 
 def refit(shipped: Sequence[Case], unexplained: Sequence[Case], mine: Sequence[MeasuredCase],
           replaced: Dict[str, float], mode: str = "shipped+measured", leave_one_out: bool = True) -> Refit:

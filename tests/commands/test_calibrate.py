@@ -1,6 +1,7 @@
 """``python -m ipuexp.calibrate`` on two published runs the shipped constants were not fitted to (the ViT-B/16 and
-GPT-2 rows, which ``validate.yaml`` keeps out of the fit): their errors fall, every shipped row's leave-one-out error
-is printed, the file round-trips, and ``calibration=NAME`` changes a run's prediction and is logged with it."""
+GPT-2 rows, which ``validate.yaml`` keeps out of the fit): no error grows and the ViT run's falls, the run no shared
+constant explains (GPT-2) is named, every shipped row's leave-one-out error is printed, the file round-trips, and
+``calibration=NAME`` changes a run's prediction and is logged with it."""
 from __future__ import annotations
 
 import csv
@@ -62,13 +63,22 @@ def test_the_measured_rows_errors_fall(calibrated):
     cal = user.load("pub2", tmp / "cals")
     assert cal.fitted_on == "shipped+measured"
     assert [r.id for r in cal.rows] == ["vit", "gpt2"]
+    errors = {}
     for r in cal.rows:
         before = abs(r.before_samples_per_s / r.measured_samples_per_s - 1)
         after = abs(r.after_samples_per_s / r.measured_samples_per_s - 1)
-        assert after < before, r
+        assert after <= before + 1e-6, r
         assert r.loo_samples_per_s is not None
+        errors[r.id] = (before, after)
+    # ViT's run falls within a few percent: the host's feed of its replicas, which no shipped row binds, takes it
+    # (its leave-one-out prediction, without the run, is as far off as before). GPT-2's stays: no shared constant
+    # moves its 1,024-token layers.
+    assert errors["vit"][1] < 0.05 < 0.3 < errors["vit"][0]
+    assert errors["gpt2"][1] > 0.2
+    vit = cal.rows[0]
+    assert vit.loo_samples_per_s / vit.measured_samples_per_s - 1 > 0.3
     # The shipped constants were not fitted to these rows: before the refit they are as far off as validate says.
-    assert cal.rows[0].before_samples_per_s / PUBLISHED[VIT] == pytest.approx(1.416, abs=0.05)
+    assert vit.before_samples_per_s / PUBLISHED[VIT] == pytest.approx(1.388, abs=0.05)
     assert cal.constants != cal.replaced
 
 
@@ -82,8 +92,11 @@ def test_it_prints_every_rows_leave_one_out_error_the_shifts_and_the_bands(calib
     for name in ("amp_efficiency", "vector_efficiency", "compute_set_cycles", "host_step_s"):
         assert name in out
     assert "Error band of the measured configurations, shipped -> new: vit" in out
-    # ViT stays far off: said, not hidden (GPT-2's pow at PopLibs' POWER rate leaves it within 20%)
-    assert "vit: the measured runs stay +" in out
+    # GPT-2 stays off: said, not hidden (the refit takes ViT's run within a few percent)
+    assert "gpt: the measured runs stay +" in out
+    # ViT's comes close only through itself (its leave-one-out prediction stays far off): said too.
+    folded = " ".join(out.split())
+    assert "vit: the measured runs come within" in folded and "only through themselves" in folded
     assert "learns no per-model factor" in " ".join(out.split()).replace("- ", "-")
     assert "Recipes: predicted samples/s before and after" in out
     assert "Wrote calibration/pub2.yaml" not in out  # $IPUEXP_CALIBRATION_DIR: the path is where it went
@@ -96,19 +109,20 @@ def test_the_residuals_give_the_new_bands(calibrated):
     cal = user.load("pub2", tmp / "cals")
     ids = {r.id for r in cal.residuals}
     assert {"vit", "gpt2"} | {r.id for r in load_rows()} == ids
-    shipped_vit = next(r for r in cal.residuals if r.id == VIT)
-    assert shipped_vit.loo_error_pct > 20  # not fitted: its error under the refitted constants
-    # ViT stays far off after the refit: its measured row is unexplained too, GPT-2's (within 20%) is explained,
-    # so a ViT recipe's band covers twice that error as a factor and does not grow it with the distance.
+    shipped_gpt2 = next(r for r in cal.residuals if r.id == GPT2)
+    assert shipped_gpt2.loo_error_pct > 20  # not fitted: its error under the refitted constants
+    # GPT-2 stays far off after the refit: its measured row is unexplained too, ViT's (within 20%) is explained,
+    # so a GPT configuration's band covers at least twice that error as a factor.
     by_id = {r.id: r for r in cal.residuals}
-    assert not by_id["vit"].fitted and by_id["gpt2"].fitted
+    assert by_id["vit"].fitted and not by_id["gpt2"].fitted
     from ipuexp.calibration.band import error_band
     from ipuexp.calibration.evidence import Point
 
-    far = Point(4, 401408.0, "pixels", 65536.0, 0.4, 16, "poptorch")
-    band = error_band("vit", 16, 8, 2048, residuals=cal.residuals, point=far)
-    worst = max(abs(by_id["vit"].loo_error_pct), abs(shipped_vit.loo_error_pct))
-    assert band.pct == pytest.approx(100 * ((1 + worst / 100) ** 2 - 1))
+    far = Point(8, 4096.0, "tokens", 2048.0, 0.4, 64, "optimum")
+    band = error_band("gpt2", 8, 4, 256, residuals=cal.residuals, point=far)
+    worst = max(abs(by_id["gpt2"].loo_error_pct), abs(shipped_gpt2.loo_error_pct))
+    floor = 100 * ((1 + worst / 100) ** 2 - 1)
+    assert band.pct >= floor - 1e-6 and any("at least twice it, compounded" in r for r in band.reasons)
 
 
 @pytest.mark.slow
