@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence
 
+from ipuexp.config.options import option_value
 from ipuexp.config.pipeline import stage_mapping
 from ipuexp.graph.types import BlockCapture, Stage
 
@@ -26,7 +27,7 @@ MERGING_FRAMEWORKS = ("poptorch", "optimum", "popart")
 
 def merges_stages(framework: Any) -> bool:
     """Whether the training loop of ``host.framework`` runs its graph through PopART (``MERGING_FRAMEWORKS``)."""
-    return str(getattr(framework, "value", framework)) in MERGING_FRAMEWORKS
+    return option_value(framework) in MERGING_FRAMEWORKS
 
 
 def assign_stages(
