@@ -41,6 +41,19 @@ class Schedule(str, Enum):
     sequential = "sequential"
 
 
+TENSORFLOW_SCHEDULES = ("grouped", "interleaved", "sequential")
+"""TensorFlow for IPU's ``PipelineSchedule`` (Grouped, Interleaved, Sequential; TF2 IPU guide, "Model parallelism")."""
+POPART_SCHEDULES = ("grouped", "sequential")
+"""What PopTorch and PopART run: ``PipelinedExecution`` (PopART's pipeline, forwards and backwards of every stage in
+each cycle: grouped) and ``ShardedExecution`` (one stage at a time: sequential). Neither has an interleaved
+schedule (PopTorch user guide, "Multi-IPU execution strategies"; PopART ``SessionOptions``)."""
+
+
+def schedules_for(framework: Any) -> tuple:
+    """The pipeline schedules a host framework (``host.framework``) can run."""
+    return TENSORFLOW_SCHEDULES if option_value(framework) == "tensorflow" else POPART_SCHEDULES
+
+
 class AutoStage(str, Enum):
     same_as_ipu = "same_as_ipu"
     auto_increment = "auto_increment"
@@ -115,7 +128,8 @@ class IOConfig:
 @dataclass
 class PipelineConfig:
     schedule: Schedule = Schedule.grouped
-    """grouped (default), interleaved or sequential (sharded execution)."""
+    """grouped (default: PopTorch's PipelinedExecution), sequential (ShardedExecution) or interleaved (TensorFlow's
+    only: with host.framework=tensorflow)."""
     layers_per_ipu: List[int] = field(default_factory=list)
     """Layers in each pipeline stage, in order (halves of layers with ``split_layers``); empty means the whole model
     on one IPU."""

@@ -80,6 +80,7 @@ def check_pipeline(cfg: ConfigNode, w: Warnings) -> None:
                               f"allowed: with {replicas} x {ipr} = {total} IPUs, a system of at least {reserved} "
                               f"(system.num_ipus={num_ipus})")
 
+    _check_schedule(cfg)
     # PopTorch CompilerImpl.cpp (poptorch.Options, PopTorch user guide): a pipelined training graph needs
     # gradientAccumulation >= 2F - 1; inference pipelining needs deviceIterations >= F. The sequential schedule
     # (sharded execution) does not pipeline.
@@ -97,6 +98,19 @@ def check_pipeline(cfg: ConfigNode, w: Warnings) -> None:
                 raise ConfigError("options.device_iterations", di,
                                   f"allowed: >= F = {f} forward stages for pipelined inference (PopTorch's rule)")
     _check_amp(cfg, w, ipr)
+
+
+def _check_schedule(cfg: ConfigNode) -> None:
+    """The schedule is one the host framework runs: interleaved is TensorFlow's alone (PopTorch and PopART pipeline
+    with ``PipelinedExecution``, grouped, or shard with ``ShardedExecution``, sequential)."""
+    from ipuexp.config.options import option_value, schedules_for
+
+    schedule, framework = (option_value(value_at(cfg, k)) for k in ("options.pipeline.schedule", "host.framework"))
+    allowed = schedules_for(framework)
+    if schedule not in allowed:
+        raise ConfigError("options.pipeline.schedule", schedule,
+                          f"allowed with host.framework={framework}: {', '.join(allowed)} (pipelined and sharded "
+                          "execution); interleaved is TensorFlow's (host.framework=tensorflow)")
 
 
 def _check_stages_have_blocks(cfg: ConfigNode, lpi: List[int], dm: Any) -> None:

@@ -15,7 +15,8 @@ The schedules (IPU optimisation guide section 4.2; TF2 IPU guide section 3.2; Po
 * grouped (PopTorch and TensorFlow default): PopART's pipeline has 2S - 1 pipeline stages, the forward stages
   0..S-1 then the backward stages S-2..0, the last stage running its forward and backward in one cycle. Micro-batch
   m runs forward on stage s in cycle m + s and backward in cycle m + 2S - 2 - s.
-* interleaved: one pass per stage per cycle, forwards and backwards alternating (forward of m on stage s in cycle
+* interleaved (TensorFlow's alone: PopTorch and PopART have no such schedule, ``config.options.schedules_for``):
+  one pass per stage per cycle, forwards and backwards alternating (forward of m on stage s in cycle
   2m + s, backward in cycle 2m + 2S - 1 - s), so a backward runs on some stage in every cycle.
 * sequential (sharded execution): one micro-batch at a time through every stage, forward then backward.
 * a single stage (one IPU, no pipeline) is grouped with S = 1; inference runs the forward slots only.

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, List, Optional
 
 from ipuexp.config.errors import ConfigError
+from ipuexp.config.options import schedules_for
 from ipuexp.config.schema import ExperimentConfig
 from ipuexp.plan import ranking, search
 from ipuexp.plan import space as sp
@@ -44,7 +45,8 @@ def problem_of(base: ExperimentConfig, settings: PlanConfig, layers: int, has_he
                       num_hosts=int(base.system.num_hosts),
                       global_batch=int(settings.global_batch or recipe.global_batch),
                       batch_tolerance=float(settings.batch_tolerance),
-                      fixed=fixed_fields(base, settings.fix), recipe=recipe)
+                      fixed=fixed_fields(base, settings.fix), recipe=recipe,
+                      schedules=schedules_for(base.host.framework))
 
 
 def prepare(base: ExperimentConfig, settings: PlanConfig) -> tuple:

@@ -58,6 +58,8 @@ class Problem:
     batch_tolerance: float
     fixed: frozenset
     recipe: Candidate
+    schedules: Tuple[str, ...] = ("grouped", "sequential")
+    """The pipeline schedules the host framework runs (``config.options.schedules_for``)."""
 
 
 def layouts(p: Problem) -> List[Tuple[Layout, int]]:
@@ -121,7 +123,7 @@ def dimensions(p: Problem, layout: Layout, replicas: int) -> Dict[str, Tuple[Any
     """The values of every dimension for one layout (those of fixed fields: the recipe's alone)."""
     n, stages = layout.ipus, layout.stages
     pipelined = stages > 1
-    schedules = ("grouped", "interleaved", "sequential") if pipelined else ("grouped",)
+    schedules = p.schedules if pipelined else ("grouped",)
     recompute = RECOMPUTATION if pipelined else (("none", False), ("all", False), ("all", True))
     dims = {
         "schedule": _choices(p, "schedule", schedules),

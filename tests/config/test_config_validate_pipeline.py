@@ -53,6 +53,18 @@ def test_sequential_schedule_needs_no_pipeline_depth(compose_config):
     assert validate(cfg) == []
 
 
+@pytest.mark.parametrize("framework", ["poptorch", "optimum", "popart"])
+def test_interleaved_is_tensorflows_alone(framework, compose_config):
+    """PopTorch and PopART pipeline (grouped) or shard (sequential); only TensorFlow has an interleaved schedule."""
+    cfg = compose_config([BERT, "options.pipeline.schedule=interleaved", f"host.framework={framework}"])
+    with pytest.raises(ConfigError) as info:
+        validate(cfg)
+    assert str(info.value) == (
+        f"options.pipeline.schedule='interleaved' is invalid: allowed with host.framework={framework}: grouped, "
+        "sequential (pipelined and sharded execution); interleaved is TensorFlow's (host.framework=tensorflow)")
+    assert validate(compose_config([BERT, "options.pipeline.schedule=interleaved", "host.framework=tensorflow"])) == []
+
+
 def test_ga_rule_boundary(compose_config):
     assert validate(compose_config([BERT, "options.gradient_accumulation=9"])) == []
 

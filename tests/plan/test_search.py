@@ -64,6 +64,14 @@ def test_every_structure_is_seeded():
     assert any(c.layout.layers_per_ipu == (3, 7, 7, 7) and c.replicas == 16 for c in seeds(problem))
 
 
+@pytest.mark.parametrize("framework,schedules", [("poptorch", {"grouped", "sequential"}),
+                                                 ("tensorflow", {"grouped", "interleaved", "sequential"})])
+def test_only_schedules_the_framework_runs_are_searched(framework, schedules):
+    problem, _, _, _ = prepare(compose_recipe("bert_large", [f"host.framework={framework}"]), PlanConfig())
+    pipelined = [(lay, r) for lay, r in sp.layouts(problem) if lay.stages > 1]
+    assert pipelined and all(set(sp.dimensions(problem, lay, r)["schedule"]) == schedules for lay, r in pipelined)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("recipe", USER_RECIPES)
 def test_best_is_at_least_the_recipe_and_the_recipe_scaled(recipe):
