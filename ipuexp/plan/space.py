@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from ipuexp.config.options import POPART_SCHEDULES
 from ipuexp.plan.candidate import Candidate, Layout
 
 AMP_GRID = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6)
@@ -58,7 +59,7 @@ class Problem:
     batch_tolerance: float
     fixed: frozenset
     recipe: Candidate
-    schedules: Tuple[str, ...] = ("grouped", "sequential")
+    schedules: Tuple[str, ...] = POPART_SCHEDULES
     """The pipeline schedules the host framework runs (``config.options.schedules_for``)."""
 
 
