@@ -47,13 +47,15 @@ FAMILIES: Dict[str, Tuple[str, List[str]]] = {
     "MPNet": ("masked-lm", ["model=hf", "model.hf.config=mpnet-base", "model.hf.task=masked-lm",
                             f"model.hf.ipu_config={OPTIMUM}/mpnet-base-ipu.json", "data.micro_batch_size=8"]),
     "MT5": ("seq2seq-lm", ["model=hf", "model.hf.config=mt5-small", "model.hf.task=seq2seq-lm",
-                           f"model.hf.ipu_config={OPTIMUM}/mt5-small-ipu.json", "data.micro_batch_size=1"]),
+                           f"model.hf.ipu_config={OPTIMUM}/mt5-small-ipu.json", "model.hf.optimum_graphcore=0.7.1",
+                           "data.micro_batch_size=1"]),
     "RoBERTa": ("question-answering", ["model=hf", "model.hf.config=roberta-base", "model.hf.task=question-answering",
                                        "model.sequence_length=384",
                                        f"model.hf.ipu_config={OPTIMUM}/roberta-base-squad2-ipu.json",
                                        "data.micro_batch_size=2"]),
     "T5": ("seq2seq-lm", ["model=hf", "model.hf.config=t5-small", "model.hf.task=seq2seq-lm",
-                          f"model.hf.ipu_config={OPTIMUM}/t5-small-ipu.json", "options.gradient_accumulation=16",
+                          f"model.hf.ipu_config={OPTIMUM}/t5-small-ipu.json", "model.hf.optimum_graphcore=0.6.0",
+                          "options.gradient_accumulation=16",
                           "data.micro_batch_size=4"]),
     "ViT": ("image-classification", ["model=hf", "model.hf.config=vit-base-patch16-224",
                                      "model.hf.task=image-classification",
@@ -63,7 +65,8 @@ FAMILIES: Dict[str, Tuple[str, List[str]]] = {
                          f"model.hf.ipu_config={OPTIMUM}/wav2vec2-ctc-base-ipu.json", "data.micro_batch_size=1"]),
     "Whisper": ("seq2seq-lm", ["model=hf", "model.hf.config=whisper-tiny", "model.hf.task=seq2seq-lm",
                                "model.sequence_length=3000", "model.hf.target_length=448",
-                               f"model.hf.ipu_config={OPTIMUM}/whisper-tiny-ipu.json", "data.micro_batch_size=1"]),
+                               f"model.hf.ipu_config={OPTIMUM}/whisper-tiny-ipu.json", "model.hf.optimum_graphcore=0.6.1",
+                               "data.micro_batch_size=1"]),
 }
 
 

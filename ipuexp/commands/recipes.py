@@ -50,6 +50,7 @@ def _public_locator(path: Path) -> Optional[str]:
 def _optimum_draft(path: Path, args: argparse.Namespace, locator: str):
     from ipuexp.config.compose import compose_recipe
     from ipuexp.config import ipu_config as optimum
+    from ipuexp.config import ipu_config_releases as releases
     from ipuexp.importers.mapping import SYSTEM_NAMES, Draft, refuse
     from ipuexp.models import zoo_layers
 
@@ -64,8 +65,12 @@ def _optimum_draft(path: Path, args: argparse.Namespace, locator: str):
         raise refuse("pod_type", pod_type, f"allowed: {', '.join(n for n in optimum.POD_TYPES if n in SYSTEM_NAMES)} "
                      "(the POD types ipuexp has a system for)")
     dm = base.options.pipeline.device_mapping
+    release = args.optimum_graphcore
+    releases.parse(release, "--optimum-graphcore")
     values, notes, unmodelled = optimum.options(fields, pod_type, zoo_layers(base.model),
-                                                list(dm) if dm is not None else None)
+                                                list(dm) if dm is not None else None, release=release)
+    line = releases.defaults_line(path, fields, release, "--optimum-graphcore")
+    warnings = warnings + ([line] if line else [])
     draft = Draft(source=locator, title=f"Optimum Graphcore ipu_config.json on recipe {args.base}", values=values,
                   notes=notes, unmodelled=unmodelled, warnings=warnings, system=pod_type)
     return draft
@@ -162,6 +167,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     imp.add_argument("--name", required=True, help="recipe name (+recipe=NAME)")
     imp.add_argument("--base", help="ipu_config.json: the recipe whose model and other settings it runs")
     imp.add_argument("--pod-type", help="ipu_config.json: the POD type that picks per-POD-type values")
+    imp.add_argument("--optimum-graphcore", metavar="RELEASE",
+                     help="ipu_config.json: the Optimum Graphcore release whose IPUConfig defaults fill the fields "
+                          "the file leaves out (default: the first release's)")
     imp.add_argument("--source", help="public locator of FILE (repository@commit:path), cited in the recipe")
     imp.add_argument("--ipu", choices=("mk1", "mk2", "bow"), help="IPU generation (default mk2)")
     imp.add_argument("--system", help="system (default: the smallest POD that holds the run)")

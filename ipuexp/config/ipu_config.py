@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ipuexp.config.errors import ConfigError
 from ipuexp.config.file_values import as_bool, as_float, as_int, as_int_list, choose, one_line, refuse
+from ipuexp.config import ipu_config_releases as releases
 from ipuexp.config.ipu_config_fields import HANDLED, feature_layers, for_mode, serialisation, speech_layers
 from ipuexp.config.types import ConfigNode
 
@@ -24,22 +25,8 @@ DOC = "Optimum Graphcore IPUConfig"
 POD_TYPES = ("pod4", "pod8", "pod16", "pod32", "pod64")
 """IPUConfig's ALLOWED_POD_TYPES (the keys of a per-POD-type value, with ``default``)."""
 
-# IPUConfig.__init__ defaults for the fields ipuexp models (kwargs.pop(name, default)).
-DEFAULTS: Dict[str, Any] = {
-    "replication_factor": 1,
-    "gradient_accumulation_steps": 1,
-    "device_iterations": 1,
-    "inference_device_iterations": 1,
-    "optimizer_state_offchip": True,
-    "replicated_tensor_sharding": False,
-    "matmul_proportion": 0.6,
-    "enable_half_first_order_momentum": False,
-    "enable_half_partials": False,
-    "embedding_serialization_factor": 1,
-    "recompute_checkpoint_every_layer": False,
-    "output_mode": "final",
-    "auto_loss_scaling": False,
-}
+# IPUConfig.__init__ defaults for the fields ipuexp models, as of its first release (later ones: ipu_config_releases).
+DEFAULTS: Dict[str, Any] = releases.FIRST_DEFAULTS
 # What IPUConfig.to_options sets in code for training, whatever the file says.
 TO_OPTIONS = (
     ("options.stochastic_rounding", True, "IPUConfig.to_options: Precision.enableStochasticRounding(not for_inference)"),
@@ -100,23 +87,27 @@ def for_pod_type(fields: Mapping[str, Any], pod_type: Optional[str]) -> Dict[str
 
 def options(fields: Mapping[str, Any], pod_type: Optional[str], num_layers: Optional[int],
             device_mapping: Optional[List[int]], training: bool = True,
-            model_config: Optional[Mapping[str, Any]] = None) -> Tuple[Dict[str, Any], Dict[str, str], List[str]]:
+            model_config: Optional[Mapping[str, Any]] = None,
+            release: Optional[str] = None) -> Tuple[Dict[str, Any], Dict[str, str], List[str]]:
     """ipuexp keys and values for an ipu_config.json's fields, the note of each, and the fields not modelled.
 
     ``pod_type`` picks per-POD-type values; ``num_layers`` (the model's) resolves ``-1`` in ``layers_per_ipu``;
     ``device_mapping`` is the recipe's placement, kept for the heads when the stages change; ``training`` False
     takes the inference fields (``ipu_config_fields``); ``model_config`` is a Transformers model's config.json
-    (a speech model's flat layer list).
+    (a speech model's flat layer list); ``release`` is the Optimum Graphcore release whose defaults fill the fields
+    left out (unset: the first release's).
     """
     given = for_mode(for_pod_type(fields, pod_type), training)
-    f = {**DEFAULTS, **given}
+    defaults = releases.defaults(release)
+    f = {**defaults, **given}
     values: Dict[str, Any] = {}
     notes: Dict[str, str] = {}
+    of = f" of Optimum Graphcore {release}" if release else ""
 
     def put(key: str, value: Any, field: str) -> None:
         values[key] = value
         notes[key] = f"{field}: {json.dumps(given[field])}" if field in given else \
-            f"{field} not given: IPUConfig default {json.dumps(DEFAULTS[field])}"
+            f"{field} not given: IPUConfig default{of} {json.dumps(defaults[field])}"
 
     put("options.replication_factor", as_int("replication_factor", f["replication_factor"]), "replication_factor")
     put("options.gradient_accumulation", as_int("gradient_accumulation_steps", f["gradient_accumulation_steps"]),
@@ -267,14 +258,15 @@ def apply(cfg: ConfigNode, overrides: Sequence[str] = ()) -> List[str]:
     dm = OmegaConf.select(cfg, "options.pipeline.device_mapping", default=None)
     dm = list(dm) if dm is not None else None
     training = bool(OmegaConf.select(cfg, "training", default=True))
-    values, _, unmodelled = options(fields, pod_type, num_layers, dm, training, _model_config(cfg))
+    release = OmegaConf.select(cfg, releases.KEY, default=None)
+    values, _, unmodelled = options(fields, pod_type, num_layers, dm, training, _model_config(cfg), release)
     given = {o.split("=", 1)[0].lstrip("+~") for o in overrides if "=" in o}
     with open_dict(cfg):
         for key, value in values.items():
             if key not in given:
                 OmegaConf.update(cfg, key, value, merge=False)
-    line = warning_line(path, unmodelled)
-    return warnings + ([line] if line else [])
+    lines = [warning_line(path, unmodelled), releases.defaults_line(path, fields, release)]
+    return warnings + [line for line in lines if line]
 
 
 def _model_config(cfg: ConfigNode) -> Optional[Dict[str, Any]]:

@@ -9,6 +9,7 @@ import re
 from typing import Any, List
 
 from ipuexp.config.checks import Warnings, int_at_least, is_int, is_number, is_power_of_two, one_of, value_at
+from ipuexp.config import ipu_config_releases as releases
 from ipuexp.config.errors import ConfigError
 from ipuexp.models.hf_source import HF, INSTALL_HINT, TASKS
 from ipuexp.models.variants import VARIANTS
@@ -19,6 +20,12 @@ AMP_CODE_WARNING_BELOW = 0.05
 
 
 def check_model(cfg: ConfigNode, w: Warnings) -> None:
+    release = value_at(cfg, releases.KEY)
+    if release is not None:
+        releases.parse(release)
+        if not value_at(cfg, "model.hf.ipu_config"):
+            w.append(f"{releases.KEY}={release!r} has no effect without model.hf.ipu_config (the release's IPUConfig "
+                     "defaults fill the fields that file leaves out)")
     for key in ("model.sequence_length", "model.image_size"):
         int_at_least(cfg, key, 1)
     for key in ("model.num_layers", "model.num_classes", "model.vocab_size"):

@@ -33,6 +33,10 @@ class HFModelConfig:
     ipu_config: Optional[str] = None
     """An Optimum Graphcore ``ipu_config.json`` whose IPU options apply to the run: they override the recipe's; the
     command line overrides both."""
+    optimum_graphcore: Optional[str] = None
+    """The Optimum Graphcore release the ``ipu_config.json`` runs under (0.1.0 to 0.7.1), whose ``IPUConfig``
+    defaults fill the fields the file leaves out; null: the first release's, naming the fields a later release
+    changed (half partials from 0.4.3, matmul proportion 0.2 from 0.6.0, optimizer state on chip from 0.6.1)."""
 
 
 @dataclass

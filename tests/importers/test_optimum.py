@@ -109,3 +109,20 @@ def test_converter_refuses_in_one_line(tmp_path, monkeypatch):
     run = subprocess.run([sys.executable, "-m", "ipuexp.recipes", "import", str(CONVNEXT), "--base", "resnet50",
                           "--name", "cnx", "--pod-type", "pod8"], capture_output=True, text=True)
     assert run.returncode == 2 and "pod_type='pod8' is invalid" in run.stderr
+
+
+def test_converter_takes_the_named_releases_defaults_and_warns_without_one(tmp_path, monkeypatch):
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    bare = tmp_path / "bare.json"
+    bare.write_text('{"ipus_per_replica": 4, "layers_per_ipu": [0, 4, 4, 4], "gradient_accumulation_steps": 16}')
+    args = [sys.executable, "-m", "ipuexp.recipes", "import", str(bare), "--base", "bert_base", "--force"]
+    run = subprocess.run([*args, "--name", "old"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "enable_half_partials false, true from 0.4.3" in run.stderr and "--optimum-graphcore 0.7.1" in run.stderr
+    assert "partials_type: float" in (tmp_path / "old.yaml").read_text()
+    run = subprocess.run([*args, "--name", "new", "--optimum-graphcore", "0.7.1"], capture_output=True, text=True)
+    assert run.returncode == 0 and "Optimum Graphcore releases changed" not in run.stderr, run.stderr
+    text = (tmp_path / "new.yaml").read_text()
+    assert "partials_type: half" in text and "IPUConfig default of Optimum Graphcore 0.7.1" in text
+    run = subprocess.run([*args, "--name", "bad", "--optimum-graphcore", "2.0"], capture_output=True, text=True)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "--optimum-graphcore='2.0' is invalid" in run.stderr
