@@ -75,7 +75,7 @@ def defaults(release: Any = None) -> Dict[str, Any]:
 
 def left_out_that_changed(given: Dict[str, Any], release: Any) -> List[str]:
     """With no release named, the fields ``given`` leaves out whose default a later release changed, each with its
-    defaults (``enable_half_partials false, true from 0.4.3``); nothing when a release is named."""
+    defaults (``enable_half_partials false (true from 0.4.3)``); nothing when a release is named."""
     if parse(release) is not None:
         return []
     said = []
@@ -84,7 +84,7 @@ def left_out_that_changed(given: Dict[str, Any], release: Any) -> List[str]:
             continue
         later = [(since, changed[field_name]) for since, changed, _ in CHANGES if field_name in changed]
         if later:
-            said.append(f"{field_name} {_text(first)}, " + ", ".join(f"{_text(v)} from {s}" for s, v in later))
+            said.append(f"{field_name} {_text(first)} (" + ", ".join(f"{_text(v)} from {s}" for s, v in later) + ")")
     return said
 
 

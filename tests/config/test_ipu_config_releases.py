@@ -50,9 +50,9 @@ def test_a_release_outside_optimum_graphcores_is_refused_in_one_line(release):
 def test_the_warning_names_each_left_out_field_a_later_release_changed():
     line = releases.defaults_line("ipu_config.json", BARE, None)
     assert line is not None and "\n" not in line
-    for said in ("enable_half_partials false, true from 0.4.3", "matmul_proportion 0.6, 0.2 from 0.6.0",
-                 "optimizer_state_offchip true, false from 0.6.1",
-                 "recompute_checkpoint_every_layer false, true from 0.6.0, false from 0.6.1",
+    for said in ("enable_half_partials false (true from 0.4.3)", "matmul_proportion 0.6 (0.2 from 0.6.0)",
+                 "optimizer_state_offchip true (false from 0.6.1)",
+                 "recompute_checkpoint_every_layer false (true from 0.6.0, false from 0.6.1)",
                  "model.hf.optimum_graphcore=0.7.1"):
         assert said in line
     given = {**BARE, "enable_half_partials": True, "matmul_proportion": 0.25, "optimizer_state_offchip": True,
