@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
+from packaging.version import InvalidVersion, Version
+
 from ipuexp.config.errors import ConfigError
 
 KEY = "model.hf.optimum_graphcore"
@@ -42,24 +44,19 @@ FIRST, LAST = "0.1.0", "0.7.1"
 """The releases of Optimum Graphcore (v0.7.1, July 2023, is its last)."""
 
 
-def _version(text: str) -> Tuple[int, ...]:
-    return tuple(int(p) for p in text.split("."))
-
-
-def parse(release: Any, key: str = KEY) -> Optional[Tuple[int, ...]]:
-    """``model.hf.optimum_graphcore`` (or the option ``key``) as a version tuple (None when unset); one-line refusal
+def parse(release: Any, key: str = KEY) -> Optional[Version]:
+    """``model.hf.optimum_graphcore`` (or the option ``key``) as a version (None when unset); one-line refusal
     otherwise."""
     if release is None or release == "":
         return None
-    text = str(release).strip().lstrip("v")
     allowed = f"allowed: an Optimum Graphcore release from {FIRST} to {LAST} (e.g. {LAST}), or null"
     try:
-        version = _version(text)
-    except ValueError:
+        version = Version(str(release).strip())
+    except InvalidVersion:
         raise ConfigError(key, release, allowed) from None
-    if not 2 <= len(version) <= 3 or not _version(FIRST) <= version + (0,) * (3 - len(version)) <= _version(LAST):
+    if not Version(FIRST) <= version <= Version(LAST):
         raise ConfigError(key, release, allowed)
-    return version + (0,) * (3 - len(version))
+    return version
 
 
 def defaults(release: Any = None) -> Dict[str, Any]:
@@ -68,7 +65,7 @@ def defaults(release: Any = None) -> Dict[str, Any]:
     out = dict(FIRST_DEFAULTS)
     if version is not None:
         for since, changed, _ in CHANGES:
-            if version >= _version(since):
+            if version >= Version(since):
                 out.update(changed)
     return out
 
