@@ -69,7 +69,7 @@ def _optimum_draft(path: Path, args: argparse.Namespace, locator: str):
     releases.parse(release, "--optimum-graphcore")
     values, notes, unmodelled = optimum.options(fields, pod_type, zoo_layers(base.model),
                                                 list(dm) if dm is not None else None, release=release)
-    line = releases.defaults_line(path, fields, release, "--optimum-graphcore")
+    line = releases.defaults_line(path, fields, release, f"--optimum-graphcore {releases.LAST}")
     warnings = warnings + ([line] if line else [])
     draft = Draft(source=locator, title=f"Optimum Graphcore ipu_config.json on recipe {args.base}", values=values,
                   notes=notes, unmodelled=unmodelled, warnings=warnings, system=pod_type)

@@ -25,8 +25,6 @@ DOC = "Optimum Graphcore IPUConfig"
 POD_TYPES = ("pod4", "pod8", "pod16", "pod32", "pod64")
 """IPUConfig's ALLOWED_POD_TYPES (the keys of a per-POD-type value, with ``default``)."""
 
-# IPUConfig.__init__ defaults for the fields ipuexp models, as of its first release (later ones: ipu_config_releases).
-DEFAULTS: Dict[str, Any] = releases.FIRST_DEFAULTS
 # What IPUConfig.to_options sets in code for training, whatever the file says.
 TO_OPTIONS = (
     ("options.stochastic_rounding", True, "IPUConfig.to_options: Precision.enableStochasticRounding(not for_inference)"),
@@ -37,7 +35,7 @@ TO_OPTIONS = (
     ("host.framework", "optimum", "IPUTrainer.train: the Hugging Face Trainer's step, then setOptimizer"),
 )
 # Fields read elsewhere in this module (mapped, or used to check others).
-_HANDLED = set(DEFAULTS) | {"layers_per_ipu", "ipus_per_replica", "seed", "executable_cache_dir", "synthetic_data",
+_HANDLED = set(releases.FIRST_DEFAULTS) | {"layers_per_ipu", "ipus_per_replica", "seed", "executable_cache_dir", "synthetic_data",
                             "pod_type", "per_device_train_batch_size", "learning_rate", "weight_decay", "optimizer",
                             "loss_scaling", "fp32"} | HANDLED
 

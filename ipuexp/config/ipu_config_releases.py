@@ -7,6 +7,7 @@ unset, the first release's defaults apply and the fields whose default a later r
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Dict, List, Optional, Tuple
 
 from packaging.version import InvalidVersion, Version
@@ -81,20 +82,16 @@ def left_out_that_changed(given: Dict[str, Any], release: Any) -> List[str]:
             continue
         later = [(since, changed[field_name]) for since, changed, _ in CHANGES if field_name in changed]
         if later:
-            said.append(f"{field_name} {_text(first)} (" + ", ".join(f"{_text(v)} from {s}" for s, v in later) + ")")
+            said.append(f"{field_name} {json.dumps(first)} ("
+                        + ", ".join(f"{json.dumps(v)} from {s}" for s, v in later) + ")")
     return said
 
 
-def defaults_line(path: Any, fields: Dict[str, Any], release: Any, key: str = KEY) -> Optional[str]:
-    """The warning for a file read with no release named that leaves out such fields, in one line (``key``: the
-    option that names the release)."""
+def defaults_line(path: Any, fields: Dict[str, Any], release: Any, hint: str = f"{KEY}={LAST}") -> Optional[str]:
+    """The warning for a file read with no release named that leaves out such fields, in one line (``hint``: how
+    to name the release)."""
     changed = left_out_that_changed(dict(fields), release)
     if not changed:
         return None
     return (f"{path}: leaves out fields whose IPUConfig default later Optimum Graphcore releases changed; the first "
-            f"release's apply: {'; '.join(changed)} (name the release it runs under: {key}"
-            f"{'=' if key.startswith('model.') else ' '}{LAST})")
-
-
-def _text(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
+            f"release's apply: {'; '.join(changed)} (name the release it runs under: {hint})")
